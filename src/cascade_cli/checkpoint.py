@@ -1,0 +1,153 @@
+"""The checkpoint directory contract.
+
+Every training command writes: HF `save_pretrained` weights + tokenizer, `cascade_stage.json` (stage name,
+kind, resolved config, input checkpoint, data fingerprints, metrics, status, timings), `trainer_state/` for
+resume, and `metrics.jsonl`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from cascade_cli import __version__
+from cascade_cli.errors import CascadeUsageError
+
+MANIFEST_NAME = "cascade_stage.json"
+METRICS_NAME = "metrics.jsonl"
+TRAINER_STATE_DIR = "trainer_state"
+
+
+def fingerprint_path(path: str | Path) -> str:
+    """sha256 over a file's bytes, or over every file (relative name + bytes) under a directory."""
+    path = Path(path)
+    digest = hashlib.sha256()
+    if path.is_file():
+        files = [path]
+        root = path.parent
+    elif path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file() and TRAINER_STATE_DIR not in p.parts)
+        root = path
+    else:
+        raise CascadeUsageError(f"{path}: not found (cannot fingerprint a missing input)")
+    for file in files:
+        digest.update(str(file.relative_to(root)).encode())
+        with file.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return "sha256:" + digest.hexdigest()
+
+
+def config_fingerprint(config: dict[str, Any]) -> str:
+    blob = json.dumps(config, sort_keys=True, default=str).encode()
+    return "sha256:" + hashlib.sha256(blob).hexdigest()
+
+
+def write_manifest(
+    out_dir: str | Path,
+    *,
+    stage: str,
+    kind: str,
+    config: dict[str, Any],
+    init: str | None,
+    data_fingerprints: dict[str, str] | None = None,
+    metrics: dict[str, Any] | None = None,
+    status: str = "completed",
+    timings: dict[str, float] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Path:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    manifest = {
+        "cascade_version": __version__,
+        "stage": stage,
+        "kind": kind,
+        "status": status,
+        "init": init,
+        "config": config,
+        "config_fingerprint": config_fingerprint(config),
+        "data_fingerprints": data_fingerprints or {},
+        "metrics": metrics or {},
+        "timings": timings or {},
+        "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        **(extra or {}),
+    }
+    target = out_dir / MANIFEST_NAME
+    tmp = target.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+    os.replace(tmp, target)
+    return target
+
+
+def read_manifest(ckpt_dir: str | Path) -> dict[str, Any] | None:
+    path = Path(ckpt_dir) / MANIFEST_NAME
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise CascadeUsageError(f"{path}: malformed manifest ({error.msg})") from None
+
+
+def is_model_dir(path: str | Path) -> bool:
+    return (Path(path) / "config.json").is_file()
+
+
+def require_model_dir(path: str | Path, what: str = "checkpoint") -> Path:
+    path = Path(path)
+    if not path.exists():
+        raise CascadeUsageError(f"{what} {path}: not found")
+    if not is_model_dir(path):
+        raise CascadeUsageError(
+            f"{what} {path}: not a model directory (expected config.json from save_pretrained)"
+        )
+    return path
+
+
+class MetricsLog:
+    """Appends one JSON object per step to `metrics.jsonl` (and to TensorBoard when asked)."""
+
+    def __init__(self, out_dir: str | Path, tensorboard: bool = False, truncate_after_step: int | None = None):
+        self.path = Path(out_dir) / METRICS_NAME
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if truncate_after_step is not None and self.path.exists():
+            # On resume, drop lines written after the checkpoint we resume from.
+            kept = [
+                line
+                for line in self.path.read_text().splitlines()
+                if line.strip() and json.loads(line).get("step", 0) <= truncate_after_step
+            ]
+            self.path.write_text("".join(line + "\n" for line in kept))
+        elif truncate_after_step is None and self.path.exists():
+            self.path.unlink()
+        self._writer = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError as error:  # pragma: no cover - optional dependency
+                raise CascadeUsageError("tensorboard=true needs `pip install tensorboard`") from error
+            self._writer = SummaryWriter(str(Path(out_dir) / "tensorboard"))
+
+    def log(self, step: int, values: dict[str, Any]) -> None:
+        record = {"step": step, **values}
+        with self.path.open("a") as handle:
+            handle.write(json.dumps(record, default=float) + "\n")
+        if self._writer is not None:
+            for key, value in values.items():
+                if isinstance(value, (int, float)):
+                    self._writer.add_scalar(key, value, step)
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+
+
+def read_metrics(ckpt_dir: str | Path) -> list[dict[str, Any]]:
+    path = Path(ckpt_dir) / METRICS_NAME
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
