@@ -42,7 +42,11 @@ _ANSWER_PHRASE = re.compile(
     r"(?:final\s+answer\s*(?:is|:|=)|the\s+answer\s*(?:is|:|=)|\banswer\s*:|\bans\s*:)\s*",
     re.IGNORECASE,
 )
-_MATH_SPANS = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
+# `\$` is an escaped dollar sign (a currency answer), never a delimiter.
+_MATH_SPANS = re.compile(
+    r"(?<!\\)\$\$((?:\\.|[^\\$])+?)\$\$|(?<!\\)\$((?:\\.|[^\\$])+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]",
+    re.DOTALL,
+)
 
 
 def _balanced_group(text: str, open_at: int) -> str | None:
@@ -213,9 +217,16 @@ def _parse_prediction(predicted: str) -> list[Any]:
     )
 
 
+# math-verify treats `i` as the imaginary unit only when it stands alone ("9 i"), not in "9i": the same
+# number parsed twice with different assumptions compares unequal. A space between a coefficient and a
+# single letter means nothing in LaTeX, so drop it on both sides.
+_COEFFICIENT_SPACE = re.compile(r"(\d)\s+([A-Za-z])(?![A-Za-z])")
+
+
 def math_verify_equal(gold: str, predicted: str) -> bool:
     from math_verify import verify
 
+    gold, predicted = _COEFFICIENT_SPACE.sub(r"\1\2", gold), _COEFFICIENT_SPACE.sub(r"\1\2", predicted)
     gold_parsed = list(_parse_gold(gold))
     if not gold_parsed:
         return False
@@ -265,7 +276,9 @@ class MathVerifier(Verifier):
         fast = fast_verdict(gold, extracted)
         if fast is not None:
             return _verdict(fast, details, "fast")
-        if len(extracted) > MAX_ANSWER_CHARS or (_HUGE_NUMBER.search(extracted) and not _HUGE_NUMBER.search(gold)):
+        if len(extracted) > MAX_ANSWER_CHARS or (
+            _HUGE_NUMBER.search(extracted) and not _HUGE_NUMBER.search(gold)
+        ):
             return Score(0.0, False, {**details, "verdict": "too_complex", "path": "guard"})
         try:
             equal = run_with_deadline(lambda: math_verify_equal(gold, extracted), self.timeout_s)
