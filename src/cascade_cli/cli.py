@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Optional
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -20,7 +19,7 @@ from cascade_cli.errors import CascadeRunError, CascadeUsageError
 class _CascadeGroup(TyperGroup):
     """Turns our errors into one line and an exit code (2 for usage errors) instead of a traceback."""
 
-    def invoke(self, ctx: click.Context):  # type: ignore[override]
+    def invoke(self, ctx):  # type: ignore[no-untyped-def]
         try:
             return super().invoke(ctx)
         except (CascadeUsageError, CascadeRunError) as error:
