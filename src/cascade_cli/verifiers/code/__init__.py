@@ -62,7 +62,9 @@ class CodeVerifier(Verifier):
         self.output_bytes = int(output_limit_mb * (1 << 20))
         self.max_processes = int(max_processes)
         self.max_open_files = int(max_open_files)
-        self.spec = SandboxSpec(sandboxed=not unsafe_no_sandbox, tmpfs_mb=tmpfs_mb, bwrap=bwrap, python=python)
+        self.spec = SandboxSpec(
+            sandboxed=not unsafe_no_sandbox, tmpfs_mb=tmpfs_mb, bwrap=bwrap, python=python
+        )
         if unsafe_no_sandbox:
             if not _WARNED_UNSAFE.is_set():
                 _WARNED_UNSAFE.set()
@@ -113,7 +115,9 @@ class CodeVerifier(Verifier):
         suite = parse_suite(parse_label(record))
         program = extract_program(response)
         if program is None:
-            return Score(0.0, False, {"verdict": "no_code", "kind": suite.kind, "tests_total": len(suite.tests)})
+            return Score(
+                0.0, False, {"verdict": "no_code", "kind": suite.kind, "tests_total": len(suite.tests)}
+            )
         results = self._pool.run(lambda sandbox: self._run(sandbox, suite, program))
         return _score(suite, results)
 
@@ -156,7 +160,12 @@ class CodeVerifier(Verifier):
             verdict = message["status"]
             if verdict == "ok":
                 verdict = "pass" if suite.judge(index, message.get("output", "")) else "wrong_answer"
-            result = {"i": index, "verdict": verdict, "wall_s": message.get("wall_s"), "cpu_s": message.get("cpu_s")}
+            result = {
+                "i": index,
+                "verdict": verdict,
+                "wall_s": message.get("wall_s"),
+                "cpu_s": message.get("cpu_s"),
+            }
             if verdict != "pass" and message.get("stderr"):
                 result["stderr"] = message["stderr"][-1000:]
             results.append(result)

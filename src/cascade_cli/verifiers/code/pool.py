@@ -11,6 +11,7 @@ long-lived spawner thread, never by a short-lived worker thread.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from collections.abc import Callable
@@ -70,8 +71,6 @@ class WorkerPool:
                 worker = self._idle.get_nowait()
             except queue.Empty:
                 break
-            try:
+            with contextlib.suppress(Exception):
                 worker.sandbox.result(timeout=30).close()
-            except Exception:
-                pass
         self._spawner.shutdown(wait=True)

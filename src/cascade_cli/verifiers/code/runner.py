@@ -10,27 +10,27 @@ descriptors 0/1/2 (`open(0).read()` works), and a child that can be killed with 
 The modules imported below are preimported once, so children get them for free.
 """
 
+# Preimported for the children (copy-on-write after fork): what solutions import most.
+import bisect  # noqa: F401
 import builtins
+import collections  # noqa: F401
+import contextlib
+import functools  # noqa: F401
+import heapq  # noqa: F401
 import io
+import itertools  # noqa: F401
 import json
+import math  # noqa: F401
 import os
+import re  # noqa: F401
 import resource
 import select
 import shutil
 import signal
+import string  # noqa: F401
 import sys
 import time
 import traceback
-
-# Preimported for the children (copy-on-write after fork): what solutions import most.
-import bisect  # noqa: F401
-import collections  # noqa: F401
-import functools  # noqa: F401
-import heapq  # noqa: F401
-import itertools  # noqa: F401
-import math  # noqa: F401
-import re  # noqa: F401
-import string  # noqa: F401
 import typing  # noqa: F401
 
 EXIT_MEMORY = 86
@@ -179,15 +179,11 @@ def _kill_leftovers(job: dict, pid: int) -> None:
     """Kill the test's whole process tree, including daemons that left its process group."""
     if job["sandboxed"] and os.getpid() < 10:
         # In our own pid namespace: every process but init and the harness is the program's.
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(-1, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     else:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def _wait(pid: int, wall_s: float) -> tuple[int, object, bool]:
@@ -212,10 +208,8 @@ def _wait(pid: int, wall_s: float) -> tuple[int, object, bool]:
             time.sleep(0.002)
         timed_out = True
     if timed_out:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
         os.kill(pid, signal.SIGKILL)
     _, status, rusage = os.wait4(pid, 0)
     return status, rusage, timed_out
@@ -233,7 +227,9 @@ def _clean_workdir(path: str) -> None:
             pass
 
 
-def _status(job: dict, status: int, rusage, timed_out: bool, sizes: dict, stderr_tail: bytes, result: bytes) -> str:
+def _status(
+    job: dict, status: int, rusage, timed_out: bool, sizes: dict, stderr_tail: bytes, result: bytes
+) -> str:
     limits = job["limits"]
     cpu_s = rusage.ru_utime + rusage.ru_stime
     if any(size > limits["output_bytes"] for size in sizes.values()):

@@ -11,6 +11,7 @@ we then bind a hard-linked mirror of the interpreter's runtime kept in a world-r
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -174,7 +175,10 @@ def _build_argv(spec: SandboxSpec) -> tuple[list[str], dict[str, Any]]:
         HARNESS_SOURCE.read_bytes(),
     )
     if not spec.sandboxed:
-        return [str(python), *_python_flags(), str(harness)], {"env": dict(SANDBOX_ENV), "start_new_session": True}
+        return [str(python), *_python_flags(), str(harness)], {
+            "env": dict(SANDBOX_ENV),
+            "start_new_session": True,
+        }
 
     bwrap = spec.bwrap or find_bwrap()
     if not bwrap:
@@ -292,7 +296,9 @@ class Sandbox:
                 if not chunk:
                     self.proc.wait(timeout=5)
                     self._drain_stderr()
-                    raise SandboxCrashed(f"the sandbox exited (status {self.proc.returncode}); {self.stderr_text()}")
+                    raise SandboxCrashed(
+                        f"the sandbox exited (status {self.proc.returncode}); {self.stderr_text()}"
+                    )
                 self._buffer.extend(chunk)
 
     def _drain_stderr(self) -> None:
@@ -317,16 +323,12 @@ class Sandbox:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 self.proc.kill()
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):  # a process stuck in D state: leave it
             self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:  # pragma: no cover - a D-state process
-            pass
         self._selector.close()
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            try:
+            with contextlib.suppress(OSError, AttributeError):
                 stream.close()  # type: ignore[union-attr]
-            except (OSError, AttributeError):
-                pass
         if self._workdir:
             shutil.rmtree(self._workdir, ignore_errors=True)
 

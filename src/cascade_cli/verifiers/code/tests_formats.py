@@ -64,7 +64,9 @@ def parse_suite(label: Any) -> TestSuite:
         return TestSuite(kind, [test], [None], entry_point=entry_point, **limits)
     inputs, outputs = label.get("inputs"), label.get("outputs")
     if not isinstance(inputs, list) or not isinstance(outputs, list):
-        raise RecordError(f"{kind} label needs lists 'inputs' and 'outputs'; found {_type(inputs)}, {_type(outputs)}")
+        raise RecordError(
+            f"{kind} label needs lists 'inputs' and 'outputs'; found {_type(inputs)}, {_type(outputs)}"
+        )
     if len(inputs) != len(outputs):
         raise RecordError(f"{kind} label: {len(inputs)} inputs but {len(outputs)} outputs")
     if not inputs:
@@ -77,7 +79,9 @@ def parse_suite(label: Any) -> TestSuite:
         return TestSuite(kind, list(inputs), list(outputs), **limits)
     fn_name = label.get("fn_name")
     if not isinstance(fn_name, str) or not fn_name.isidentifier():
-        raise RecordError(f"call label needs 'fn_name' (a function or Solution method name); found {fn_name!r}")
+        raise RecordError(
+            f"call label needs 'fn_name' (a function or Solution method name); found {fn_name!r}"
+        )
     args = [_call_args(value, i) for i, value in enumerate(inputs)]
     expected = [_json_value(value) for value in outputs]
     return TestSuite(kind, args, expected, fn_name=fn_name, **limits)
@@ -142,7 +146,9 @@ def stdio_matches(actual: str, expected: str, tolerance: float | None = None) ->
     """Token-wise comparison: any run of whitespace separates tokens, trailing whitespace is ignored
     (the Codeforces default checker's rule)."""
     got, want = actual.split(), expected.split()
-    return len(got) == len(want) and all(_tokens_match(a, b, tolerance) for a, b in zip(got, want))
+    return len(got) == len(want) and all(
+        _tokens_match(a, b, tolerance) for a, b in zip(got, want, strict=True)
+    )
 
 
 def _values_match(actual: Any, expected: Any, tolerance: float | None) -> bool:
@@ -153,9 +159,13 @@ def _values_match(actual: Any, expected: Any, tolerance: float | None) -> bool:
             return actual == expected
         return math.isclose(actual, expected, rel_tol=tolerance, abs_tol=tolerance)
     if isinstance(expected, list) and isinstance(actual, list):
-        return len(actual) == len(expected) and all(_values_match(a, e, tolerance) for a, e in zip(actual, expected))
+        return len(actual) == len(expected) and all(
+            _values_match(a, e, tolerance) for a, e in zip(actual, expected, strict=True)
+        )
     if isinstance(expected, dict) and isinstance(actual, dict):
-        return actual.keys() == expected.keys() and all(_values_match(actual[k], expected[k], tolerance) for k in expected)
+        return actual.keys() == expected.keys() and all(
+            _values_match(actual[k], expected[k], tolerance) for k in expected
+        )
     return actual == expected
 
 
