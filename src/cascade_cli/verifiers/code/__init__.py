@@ -168,6 +168,8 @@ class CodeVerifier(Verifier):
             }
             if verdict != "pass" and message.get("stderr"):
                 result["stderr"] = message["stderr"][-1000:]
+            if verdict == "wrong_answer":
+                result["output_head"] = message.get("output", "")[:200]
             results.append(result)
             go_on = index + 1 < len(suite.tests) and (verdict == "pass" or self.all_tests)
             try:
@@ -193,7 +195,7 @@ def _score(suite: TestSuite, results: list[dict[str, Any]]) -> Score:
     }
     if first_failure is not None:
         details["failed_test"] = first_failure["i"]
-        for key in ("stderr", "error"):
+        for key in ("stderr", "error", "output_head"):
             if key in first_failure:
                 details[key] = first_failure[key]
     return Score(1.0 if passed else 0.0, passed, details)

@@ -177,13 +177,28 @@ def _child(job: dict, test: object, fds: tuple[int, int, int, int]) -> None:
 
 def _kill_leftovers(job: dict, pid: int) -> None:
     """Kill the test's whole process tree, including daemons that left its process group."""
-    if job["sandboxed"] and os.getpid() < 10:
-        # In our own pid namespace: every process but init and the harness is the program's.
+    if job["sandboxed"] and os.getpid() == 1:
+        # We are init of our own pid namespace: every other process in it is the program's.
         with contextlib.suppress(ProcessLookupError):
             os.kill(-1, signal.SIGKILL)
+        _reap_orphans()
     else:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
+
+
+def _reap_orphans() -> None:
+    """As init, collect the zombies of killed orphans (SIGKILL lands asynchronously, so wait briefly)."""
+    deadline = time.monotonic() + 1.0
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.001)
 
 
 def _wait(pid: int, wall_s: float) -> tuple[int, object, bool]:

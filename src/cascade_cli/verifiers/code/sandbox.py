@@ -198,6 +198,8 @@ def _build_argv(spec: SandboxSpec) -> tuple[list[str], dict[str, Any]]:
         "--uid", str(NOBODY),
         "--gid", str(NOBODY),
         "--hostname", "sandbox",
+        "--disable-userns",  # no nested user namespaces (and so no capabilities) for the program
+        "--as-pid-1",  # the harness is init: a program cannot kill it, and init reaps the program's orphans
         "--die-with-parent",
         "--new-session",
         "--clearenv",
