@@ -35,7 +35,16 @@ import typing  # noqa: F401
 
 EXIT_MEMORY = 86
 EXIT_OUTPUT = 87
+EXIT_WRONG = 88  # an assert-format check failed its own assertion
 RESULT_OK_MARK = b"\x00cascade-ok\x00"
+
+
+def _site_exit(code: object = None) -> None:
+    raise SystemExit(code)
+
+
+# `python -S` skips site, which is what defines exit() and quit(); solutions call them all the time.
+builtins.exit = builtins.quit = _site_exit
 
 
 def _make_non_dumpable() -> None:
@@ -120,6 +129,14 @@ def _resolve_callable(namespace: dict, fn_name: str):
     raise NameError(f"the program defines neither {fn_name}() nor Solution.{fn_name}()")
 
 
+def _raised_in_test(error: BaseException) -> bool:
+    """Whether the failing assert is the test's own (a wrong answer), not one inside the program."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_filename == "<test>"
+
+
 def _child(job: dict, test: object, fds: tuple[int, int, int, int]) -> None:
     """Runs in the forked child: never returns."""
     exit_code = 1
@@ -160,6 +177,9 @@ def _child(job: dict, test: object, fds: tuple[int, int, int, int]) -> None:
         except MemoryError:
             exit_code = EXIT_MEMORY
             sys.stderr.write("MemoryError\n")
+        except AssertionError as error:
+            traceback.print_exc()
+            exit_code = EXIT_WRONG if kind == "assert" and _raised_in_test(error) else 1
         except BaseException:
             traceback.print_exc()
             exit_code = 1
@@ -265,6 +285,8 @@ def _status(
         return "memory"
     if code == EXIT_OUTPUT:
         return "output_limit"
+    if code == EXIT_WRONG:
+        return "wrong_answer"
     if code != 0:
         return "runtime_error"
     if job["kind"] == "call" and not result:
