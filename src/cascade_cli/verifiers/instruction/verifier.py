@@ -34,7 +34,12 @@ class Evaluation:
 def loose_variants(text: str) -> list[str]:
     """IFEval's eight response variants, duplicates dropped, the response itself first."""
     lines = text.split("\n")
-    trimmed = [text, "\n".join(lines[1:]).strip(), "\n".join(lines[:-1]).strip(), "\n".join(lines[1:-1]).strip()]
+    trimmed = [
+        text,
+        "\n".join(lines[1:]).strip(),
+        "\n".join(lines[:-1]).strip(),
+        "\n".join(lines[1:-1]).strip(),
+    ]
     variants = trimmed + [variant.replace("*", "") for variant in trimmed]
     return list(dict.fromkeys(variants))
 
@@ -44,7 +49,8 @@ def parse_instructions(label: Any) -> tuple[list[str], list[dict[str, Any]]]:
     if not isinstance(label, dict) or "instruction_id_list" not in label:
         raise RecordError(
             'label must be an object {"instruction_id_list": [...], "kwargs": [{...}, ...]}; '
-            f"found {type(label).__name__}" + (f" with keys {sorted(label)}" if isinstance(label, dict) else "")
+            f"found {type(label).__name__}"
+            + (f" with keys {sorted(label)}" if isinstance(label, dict) else "")
         )
     ids = label["instruction_id_list"]
     if not isinstance(ids, list) or not ids:
@@ -73,7 +79,9 @@ def _passes(check: Callable[[str], bool], text: str) -> bool:
     return bool(text.strip()) and bool(check(text))
 
 
-def evaluate(text: str, ids: Sequence[str], kwargs: Sequence[dict[str, Any]], loose: bool = True) -> Evaluation:
+def evaluate(
+    text: str, ids: Sequence[str], kwargs: Sequence[dict[str, Any]], loose: bool = True
+) -> Evaluation:
     """Strict (and loose) verdicts of `text` against each instruction; RecordError for a bad label."""
     checkers = bind_all(ids, kwargs)
     strict = [_passes(check, text) for check in checkers]
@@ -130,7 +138,9 @@ class InstructionVerifier(Verifier):
             "prompt_loose": evaluation.prompt_loose,
             "instructions": [
                 {"id": instruction_id, "strict": strict, "loose": loose}
-                for instruction_id, strict, loose in zip(ids, evaluation.strict, evaluation.loose, strict=True)
+                for instruction_id, strict, loose in zip(
+                    ids, evaluation.strict, evaluation.loose, strict=True
+                )
             ],
         }
         passed = evaluation.prompt_strict
