@@ -166,7 +166,7 @@ def test_loose_mode_drops_first_or_last_line_and_asterisks() -> None:
     preface = "Sure, here it is:\nno commas in this answer"
     assert verdict("punctuation:no_comma", {}, preface) == (False, True)
     assert verdict("startend:quotation", {}, '**"quoted"**') == (False, True)
-    closing = "Here you go\nBody, with a comma.\nHope this helps, friend"
+    closing = "Here, you go\nBody text\nHope this helps, friend"
     assert verdict("punctuation:no_comma", {}, closing) == (False, True)
     middle = "Intro\nA comma, in the middle line\nOutro"
     assert verdict("punctuation:no_comma", {}, middle) == (False, False)
