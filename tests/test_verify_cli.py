@@ -35,8 +35,16 @@ def write_rows(path: Path, rows: list) -> Path:
 
 
 def rollout(i: int, response: str, expected: str, **extra) -> dict:
-    return {"id": f"r{i}", "prompt": "say it", "response": response, "label": {"expected": expected},
-            "domain": "echo", "mode": "think", "finish_reason": "stop", **extra}
+    return {
+        "id": f"r{i}",
+        "prompt": "say it",
+        "response": response,
+        "label": {"expected": expected},
+        "domain": "echo",
+        "mode": "think",
+        "finish_reason": "stop",
+        **extra,
+    }
 
 
 def invoke(*args: str):
@@ -69,7 +77,9 @@ def test_workers_keep_row_order_and_match_one_worker(tmp_path):
         return [{k: v for k, v in json.loads(line).items() if k != "latency_ms"} for line in path.open()]
 
     assert strip(tmp_path / "one.jsonl") == strip(tmp_path / "two.jsonl")
-    assert sum(row["passed"] for row in strip(tmp_path / "two.jsonl")) == len([i for i in range(200) if i % 7 == 3])
+    assert sum(row["passed"] for row in strip(tmp_path / "two.jsonl")) == len(
+        [i for i in range(200) if i % 7 == 3]
+    )
 
 
 def test_bad_rows_are_row_errors_and_fail_only_with_strict(tmp_path):
@@ -93,7 +103,9 @@ def test_bad_rows_are_row_errors_and_fail_only_with_strict(tmp_path):
     assert errors[1] is None and errors[8] is None and out[7]["reward"] == 1.0
     assert errors[2] == "bad.jsonl: row 2: missing field 'response'"
     assert errors[3] == "bad.jsonl: row 3: missing field 'label'"
-    assert errors[4].startswith("bad.jsonl: row 4: label of the wrong shape for domain 'echo': expected an object")
+    assert errors[4].startswith(
+        "bad.jsonl: row 4: label of the wrong shape for domain 'echo': expected an object"
+    )
     assert errors[5].startswith("bad.jsonl: row 5: malformed JSON")
     assert "row 6: unknown domain 'nosuch'" in errors[6]
     assert "row 7: expected a JSON object" in errors[7]
@@ -112,7 +124,9 @@ def test_options_reach_the_verifier(tmp_path):
     result = invoke("-i", str(source), "--option", "echo.bonus=0.25", "--json")
     assert json.loads(result.stdout)["mean_reward"] == 1.25
     assert parse_options(["code.all_tests=true", "timeout_s=2"], "math") == {
-        "code": {"all_tests": True}, "math": {"timeout_s": 2}}
+        "code": {"all_tests": True},
+        "math": {"timeout_s": 2},
+    }
 
 
 def test_usage_errors_exit_2(tmp_path):
@@ -142,20 +156,48 @@ def test_swe_rollouts_through_the_cli_subprocess(tmp_path):
         "no idea",  # -1
         golden.replace("+    return x + 1", "+    return x - 1"),  # changes nothing: 0
     ]
-    rows = [{"id": str(i), "prompt": "fix", "response": r, "label": json.dumps(label), "domain": "swe",
-             "mode": "think", "finish_reason": "stop"} for i, r in enumerate(responses)]
+    rows = [
+        {
+            "id": str(i),
+            "prompt": "fix",
+            "response": r,
+            "label": json.dumps(label),
+            "domain": "swe",
+            "mode": "think",
+            "finish_reason": "stop",
+        }
+        for i, r in enumerate(responses)
+    ]
     source = write_rows(tmp_path / "swe.jsonl", rows)
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.run(
-        [sys.executable, "-m", "cascade_cli", "verify", "-i", str(source), "-o", str(tmp_path / "o.jsonl"), "--json"],
-        capture_output=True, text=True, env=env, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "cascade_cli",
+            "verify",
+            "-i",
+            str(source),
+            "-o",
+            str(tmp_path / "o.jsonl"),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     rewards = [json.loads(line)["reward"] for line in (tmp_path / "o.jsonl").open()]
     assert rewards[0] == 1.0 and 0 < rewards[1] < 1 and rewards[2] == -1.0 and rewards[3] == 0.0
     assert json.loads(proc.stdout)["count"] == 4
-    human = subprocess.run([sys.executable, "-m", "cascade_cli", "verify", "-i", str(source)],
-                           capture_output=True, text=True, env=env, timeout=120)
+    human = subprocess.run(
+        [sys.executable, "-m", "cascade_cli", "verify", "-i", str(source)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert human.returncode == 0 and "pass rate" in human.stdout and "25.00%" in human.stdout
 
 
