@@ -169,8 +169,7 @@ def test_timeouts_and_dead_workers_become_reward_zero(live):
 
 def test_openrlhf_executor_and_experiences_against_two_services(live):
     """OpenRLHF's SingleTurnAgentExecutor with a list of two reward URLs (it rotates between them), then its
-    own `_process_response_into_experience` and `make_experience_batch` on the outputs."""
-    from openrlhf.trainer.ppo_utils import make_experience_batch
+    own `_process_response_into_experience` and `split_rollout_samples` on the outputs."""
     from openrlhf.utils.agent import SingleTurnAgentExecutor
 
     second = LiveService(workers=1, timeout_s=30.0)
