@@ -20,13 +20,6 @@ from cascade_cli.verifiers.swe import apply_patch, extract_patch, preimage_from_
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
-def shared_data() -> Path | None:
-    for candidate in (os.environ.get("CASCADE_SHARED_DATA"), REPO_ROOT.parent / "shared" / "data"):
-        if candidate and Path(candidate, "swe", "instances.jsonl").exists():
-            return Path(candidate)
-    return None
-
-
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
 CALC = """def add(a, b):
@@ -176,13 +169,12 @@ def test_bad_labels_are_row_errors_not_crashes():
     assert "missing field 'response'" in verifier.score({"label": {}}).details["error"]
 
 
-@pytest.mark.skipif(shared_data() is None, reason="shared/data/swe not found (set CASCADE_SHARED_DATA)")
 @needs_git
-def test_swe_bench_golden_patches_apply_like_git_and_score_one(tmp_path):
+def test_swe_bench_golden_patches_apply_like_git_and_score_one(tmp_path, shared_data):
     """SWE-bench Verified rows carry no file contents: the pre-image of each file is rebuilt from the golden
     patch's hunks (context + removed lines at their line numbers, filler lines between). `git apply` must
     accept the golden patch on that tree and produce exactly what our applier produces."""
-    rows = [json.loads(line) for line in (shared_data() / "swe" / "instances.jsonl").open()]
+    rows = [json.loads(line) for line in (shared_data / "swe" / "instances.jsonl").open()]
     assert len(rows) == 50
     verifier = get_verifier("swe")
     for row in rows:
