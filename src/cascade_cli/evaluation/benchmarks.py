@@ -22,7 +22,7 @@ from cascade_cli.errors import CascadeUsageError
 from cascade_cli.jsonl import iter_jsonl
 
 SHARED_DATA_ENV = "CASCADE_SHARED_DATA"
-TINY_EVAL_SEED = 10_007  # held out: training data from cascade_cli.data.tiny_tasks uses other seeds
+TINY_EVAL_SEED = 10_007  # tiny suites: tiny_tasks.generate(split="heldout") with this seed
 TINY_EVAL_ROWS = 64
 
 MATH_TEMPLATE = "{problem}\n\nPlease reason step by step, and put your final answer within \\boxed{{}}."
@@ -328,7 +328,8 @@ def _tiny_loader(domain: str) -> Callable[[], list[dict[str, Any]]]:
             raise CascadeUsageError(
                 f"benchmark tiny_{domain}: cascade_cli.data.tiny_tasks is not available ({error})"
             ) from None
-        raw = tiny_tasks.generate(domain, n=TINY_EVAL_ROWS, seed=TINY_EVAL_SEED)
+        # the held-out pool never shares a problem with SFT or RL rows, whatever the seeds
+        raw = tiny_tasks.generate(domain, n=TINY_EVAL_ROWS, seed=TINY_EVAL_SEED, split="heldout")
         rows = normalize_rows(list(enumerate(raw, start=1)), domain, f"tiny:{domain}")
         for row in rows:
             row["mode"] = row.get("mode") or "think"
