@@ -43,7 +43,11 @@ def test_real_benchmark_loaders(name: str, count: int, domain: str, first_id: st
 def test_real_labels_have_the_contract_shapes() -> None:
     _shared()
     aime = bm.BENCHMARKS["aime24"].rows()[0]
-    assert aime["label"] == {"answer": "204"} and "\\boxed{}" in aime["prompt"] and "\\boxed{204}" in aime["reference"]
+    assert (
+        aime["label"] == {"answer": "204"}
+        and "\\boxed{}" in aime["prompt"]
+        and "\\boxed{204}" in aime["reference"]
+    )
     ifeval = bm.BENCHMARKS["ifeval"].rows()[0]
     assert ifeval["label"]["instruction_id_list"][0] == "punctuation:no_comma"
     assert ifeval["label"]["kwargs"][1] == {"num_highlights": 3}
@@ -60,7 +64,9 @@ def test_real_labels_have_the_contract_shapes() -> None:
 
 def test_shared_data_env_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "aime").mkdir()
-    (tmp_path / "aime" / "aime24.jsonl").write_text(json.dumps({"id": "x", "problem": "1+1?", "answer": "2"}) + "\n")
+    (tmp_path / "aime" / "aime24.jsonl").write_text(
+        json.dumps({"id": "x", "problem": "1+1?", "answer": "2"}) + "\n"
+    )
     monkeypatch.setenv(bm.SHARED_DATA_ENV, str(tmp_path))
     assert bm.shared_data_dir() == tmp_path
     assert [row["id"] for row in bm.BENCHMARKS["aime24"].rows()] == ["x"]
@@ -92,9 +98,21 @@ def test_missing_benchmark_file_names_the_path(tmp_path: Path) -> None:
 def test_mcq_file_formats(tmp_path: Path) -> None:
     path = tmp_path / "mcq.jsonl"
     rows = [
-        {"question_id": 7, "question": "2+2?", "options": ["3", "4", "5", "6"], "answer": "B", "answer_index": 1},
-        {"id": "g1", "Question": "Color of sky?", "Correct Answer": "blue", "Incorrect Answer 1": "red",
-         "Incorrect Answer 2": "green", "Incorrect Answer 3": "black"},
+        {
+            "question_id": 7,
+            "question": "2+2?",
+            "options": ["3", "4", "5", "6"],
+            "answer": "B",
+            "answer_index": 1,
+        },
+        {
+            "id": "g1",
+            "Question": "Color of sky?",
+            "Correct Answer": "blue",
+            "Incorrect Answer 1": "red",
+            "Incorrect Answer 2": "green",
+            "Incorrect Answer 3": "black",
+        },
         {"id": "c1", "question": "Pick x", "choices": {"A": "y", "B": "x"}, "answer": "x"},
         {"id": "i1", "question": "Zero-based", "choices": ["a", "b", "c"], "answer": 2},
     ]
@@ -113,8 +131,12 @@ def test_mcq_file_formats(tmp_path: Path) -> None:
 
 def test_bad_rows_name_the_file_and_row(tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
-    path.write_text(json.dumps({"question": "q", "options": ["a", "b"], "answer": "B"}) + "\n"
-                    + json.dumps({"question": "q", "options": ["a", "b"], "answer": "Q"}) + "\n")
+    path.write_text(
+        json.dumps({"question": "q", "options": ["a", "b"], "answer": "B"})
+        + "\n"
+        + json.dumps({"question": "q", "options": ["a", "b"], "answer": "Q"})
+        + "\n"
+    )
     with pytest.raises(CascadeUsageError, match=r"bad.jsonl: row 2: expected 'answer' as a letter A-B"):
         bm.resolve_benchmarks(f"mcq:{path}")[0].rows()
     path.write_text(json.dumps({"text": "no problem key"}) + "\n")
@@ -127,10 +149,19 @@ def test_bad_rows_name_the_file_and_row(tmp_path: Path) -> None:
 def test_canonical_file_rows_pass_through(tmp_path: Path) -> None:
     path = tmp_path / "canon.jsonl"
     rows = [
-        {"id": "a", "domain": "math", "prompt": "1+1? Put the answer in \\boxed{}.", "label": {"answer": "2"},
-         "mode": "no_think"},
-        {"id": "b", "domain": "math", "label": {"answer": "3"},
-         "messages": [{"role": "user", "content": "1+2?"}, {"role": "assistant", "content": "3"}]},
+        {
+            "id": "a",
+            "domain": "math",
+            "prompt": "1+1? Put the answer in \\boxed{}.",
+            "label": {"answer": "2"},
+            "mode": "no_think",
+        },
+        {
+            "id": "b",
+            "domain": "math",
+            "label": {"answer": "3"},
+            "messages": [{"role": "user", "content": "1+2?"}, {"role": "assistant", "content": "3"}],
+        },
     ]
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     loaded = bm.file_benchmark(path, "math").rows()
@@ -140,7 +171,9 @@ def test_canonical_file_rows_pass_through(tmp_path: Path) -> None:
 
 def test_hub_spec_through_datasets_on_a_local_file(tmp_path: Path) -> None:
     path = tmp_path / "mini_math.jsonl"
-    path.write_text("".join(json.dumps({"problem": f"{i}+1?", "answer": str(i + 1)}) + "\n" for i in range(3)))
+    path.write_text(
+        "".join(json.dumps({"problem": f"{i}+1?", "answer": str(i + 1)}) + "\n" for i in range(3))
+    )
     (bench,) = bm.resolve_benchmarks(f"hf:{path}:test", domain="math")
     rows = bench.rows()
     assert [row["label"]["answer"] for row in rows] == ["1", "2", "3"]

@@ -37,8 +37,13 @@ def test_extract_letter_respects_the_number_of_choices() -> None:
 
 
 def test_mcq_verifier_reads_the_answer_after_think() -> None:
-    record = {"id": "1", "prompt": "q", "label": {"answer": "B", "num_choices": 4},
-              "response": "<think>\nmaybe Answer: A\n</think>\n\nAnswer: B", "domain": "mcq"}
+    record = {
+        "id": "1",
+        "prompt": "q",
+        "label": {"answer": "B", "num_choices": 4},
+        "response": "<think>\nmaybe Answer: A\n</think>\n\nAnswer: B",
+        "domain": "mcq",
+    }
     score = get_verifier("mcq").score(record)
     assert score.passed and score.reward == 1.0 and score.details["extracted"] == "B"
     wrong = get_verifier("mcq").score({**record, "response": "<think>Answer: B</think>Answer: A"})

@@ -64,7 +64,9 @@ def test_threshold_and_stage_order(tmp_path: Path) -> None:
 def test_missing_results_and_bad_files(tmp_path: Path) -> None:
     with pytest.raises(CascadeUsageError, match="not found"):
         write_report(tmp_path / "nope")
-    with pytest.raises(CascadeUsageError, match=r"no evaluation results \(expected eval/<stage>/results.json\)"):
+    with pytest.raises(
+        CascadeUsageError, match=r"no evaluation results \(expected eval/<stage>/results.json\)"
+    ):
         write_report(tmp_path)
     (tmp_path / "eval" / "sft").mkdir(parents=True)
     (tmp_path / "eval" / "sft" / "results.json").write_text("{broken")

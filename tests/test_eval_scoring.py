@@ -52,8 +52,15 @@ def test_ifeval_metrics_prompt_and_instruction_levels() -> None:
 
 
 def _mcq_record(problem: str, response: str, answer: str = "B") -> dict:
-    return {"id": problem, "prompt": "q", "response": response, "label": {"answer": answer, "num_choices": 4},
-            "domain": "mcq", "mode": "think", "finish_reason": "stop"}
+    return {
+        "id": problem,
+        "prompt": "q",
+        "response": response,
+        "label": {"answer": answer, "num_choices": 4},
+        "domain": "mcq",
+        "mode": "think",
+        "finish_reason": "stop",
+    }
 
 
 def test_score_records_through_the_verifier_registry() -> None:

@@ -104,14 +104,14 @@ def _print_eval_table(results: dict, title: str) -> None:
     from cascade_cli.console import stdout
 
     table = Table(title=title)
-    for column in ("benchmark", "domain", "problems", "samples", "score", "metrics", "truncated", "errors"):
-        table.add_column(column, justify="left" if column in ("benchmark", "domain", "metrics") else "right")
+    table.add_column("benchmark", no_wrap=True)
+    for column in ("problems", "samples", "score", "metrics", "truncated", "errors"):
+        table.add_column(column, justify="left" if column == "metrics" else "right")
     for name, summary in results["benchmarks"].items():
-        metrics = "  ".join(f"{key} {value:.1f}" for key, value in summary["metrics"].items())
+        metrics = "\n".join(f"{key} {value:.1f}" for key, value in summary["metrics"].items())
         table.add_row(
-            name, summary["domain"], str(summary["problems"]), str(summary["samples"]),
-            f"{summary['score']:.1f} ({summary['primary']})", metrics, str(summary["truncated"]),
-            str(summary["errors"]),
+            name, str(summary["problems"]), str(summary["samples"]), f"{summary['score']:.1f}", metrics,
+            str(summary["truncated"]), str(summary["errors"]),
         )
     stdout.print(table)
 

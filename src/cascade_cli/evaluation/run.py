@@ -18,6 +18,7 @@ from cascade_cli.evaluation.benchmarks import Benchmark, resolve_benchmarks
 from cascade_cli.evaluation.responses import match_responses, self_labelled_records
 from cascade_cli.evaluation.scoring import score_records
 from cascade_cli.jsonl import write_jsonl
+from cascade_cli.verifiers import get_verifier, known_domains
 
 RESULTS_NAME = "results.json"
 SAMPLES_NAME = "samples.jsonl"
@@ -49,6 +50,21 @@ def _load(benchmarks: list[Benchmark], limit: int | None) -> dict[str, list[dict
             raise CascadeUsageError(f"benchmark {bench.name}: no rows ({bench.source or bench.description})")
         loaded[bench.name] = rows
     return loaded
+
+
+def _check_verifiers(groups: list[tuple[str, str]]) -> None:
+    """Fail before any model loads when a benchmark's verifier cannot be built (unknown domain, not installed)."""
+    for name, domain in groups:
+        try:
+            get_verifier(domain)
+        except KeyError:
+            raise CascadeUsageError(
+                f"benchmark {name}: no verifier for domain {domain!r}; known domains: {', '.join(known_domains())}"
+            ) from None
+        except ImportError as error:
+            raise CascadeUsageError(
+                f"benchmark {name}: the {domain!r} verifier is not available ({error})"
+            ) from None
 
 
 def write_results(out_dir: str | Path, results: dict[str, Any], samples: list[dict[str, Any]]) -> Path:
@@ -87,7 +103,8 @@ def evaluate_checkpoint(
     specs = [b for b in benchmarks if isinstance(b, Benchmark)] if isinstance(benchmarks, list) else []
     names = [b for b in benchmarks if isinstance(b, str)] if isinstance(benchmarks, list) else benchmarks
     specs += resolve_benchmarks(names, benchmark_file, domain) if names or benchmark_file else []
-    rows_by_name = _load(specs, limit)  # bad names and files fail before the model loads
+    rows_by_name = _load(specs, limit)  # bad names, files and domains fail before the model loads
+    _check_verifiers([(bench.name, bench.domain) for bench in specs])
 
     from cascade_cli.engines.local.generation import Generator
 
@@ -181,6 +198,7 @@ def score_responses(
         raise CascadeUsageError(
             "--responses needs --benchmarks NAME, --benchmark-file FILE --domain D, or --domain D"
         )
+    _check_verifiers([(name, bench_domain) for name, bench_domain, _, _ in groups])
     for name, bench_domain, metric, records in groups:
         if not records:
             raise CascadeUsageError(f"responses file {responses}: no response matches benchmark {name}")
