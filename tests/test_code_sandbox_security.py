@@ -22,13 +22,14 @@ from pathlib import Path
 import pytest
 
 from cascade_cli.verifiers import get_verifier
-from cascade_cli.verifiers.code.sandbox import find_bwrap
+from cascade_cli.verifiers.code.sandbox import host_cannot_sandbox
 
 REPO = Path(__file__).resolve().parents[1]
 SECRET_ENV = "CASCADE_TEST_SECRET_TOKEN"
 SECRET_VALUE = "s3cr3t-" + secrets.token_hex(8)
 
-pytestmark = pytest.mark.skipif(find_bwrap() is None, reason="bwrap is not available")
+CANNOT_SANDBOX = host_cannot_sandbox()
+pytestmark = pytest.mark.skipif(CANNOT_SANDBOX is not None, reason=f"no sandbox here: {CANNOT_SANDBOX}")
 
 
 @pytest.fixture(scope="module")

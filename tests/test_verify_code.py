@@ -19,11 +19,12 @@ from cascade_cli.errors import CascadeRunError
 from cascade_cli.verifiers import code as code_module
 from cascade_cli.verifiers import get_verifier, verify_batch
 from cascade_cli.verifiers.code import CodeVerifier, extract_program, parse_suite
-from cascade_cli.verifiers.code.sandbox import find_bwrap
+from cascade_cli.verifiers.code.sandbox import host_cannot_sandbox
 from cascade_cli.verifiers.code.tests_formats import call_matches, stdio_matches
 
 REPO = Path(__file__).resolve().parents[1]
-needs_bwrap = pytest.mark.skipif(find_bwrap() is None, reason="bwrap is not available")
+CANNOT_SANDBOX = host_cannot_sandbox()
+needs_bwrap = pytest.mark.skipif(CANNOT_SANDBOX is not None, reason=f"no sandbox here: {CANNOT_SANDBOX}")
 
 
 def shared_data() -> Path | None:
