@@ -150,6 +150,22 @@ def test_stdio_format(verifier):
 
 
 @needs_bwrap
+def test_deep_recursion_works(verifier):
+    program = """
+        import sys
+        from functools import lru_cache
+        sys.setrecursionlimit(10**6)
+        @lru_cache(maxsize=None)
+        def depth(n):
+            return depth(n - 1) + 1 if n else 0
+        print(depth(int(input())))
+    """
+    label = {"kind": "stdio", "inputs": ["100000"], "outputs": ["100000"]}
+    score = verifier.score({"response": fenced(program), "label": label})
+    assert score.passed, score.details
+
+
+@needs_bwrap
 def test_stdio_float_tolerance(verifier):
     label = {"kind": "stdio", "inputs": [""], "outputs": ["0.3333"]}
     program = fenced("print(1 / 3)")

@@ -103,6 +103,13 @@ def _apply_limits(limits: dict) -> None:
     nofile = int(limits["nofile"])
     resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    # Deep recursion (sys.setrecursionlimit + lru_cache) needs more than the usual 8 MiB of C stack.
+    _, stack_hard = resource.getrlimit(resource.RLIMIT_STACK)
+    stack = min(memory // 2, 512 << 20)
+    if stack_hard != resource.RLIM_INFINITY:
+        stack = min(stack, stack_hard)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_STACK, (stack, stack_hard))
 
 
 def _serialise(value: object) -> str:

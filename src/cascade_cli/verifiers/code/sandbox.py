@@ -248,6 +248,8 @@ def _build_argv(spec: SandboxSpec) -> tuple[list[str], dict[str, Any]]:
         "--ro-bind", str(harness), SANDBOX_HARNESS,
         "--proc", "/proc",
         "--dev", "/dev",
+        "--remount-ro", "/dev",  # bwrap's /dev is an unbounded tmpfs: only /dev/shm (bounded) stays writable
+        "--size", str(spec.tmpfs_mb << 20), "--tmpfs", "/dev/shm",
         "--size", str(spec.tmpfs_mb << 20), "--tmpfs", SANDBOX_WORKDIR,
         "--remount-ro", "/",
         "--chdir", SANDBOX_WORKDIR,
@@ -325,7 +327,8 @@ class Sandbox:
                         self._selector.unregister(key.fileobj)
                     continue
                 if not chunk:
-                    self.proc.wait(timeout=5)
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        self.proc.wait(timeout=5)
                     self._drain_stderr()
                     raise SandboxCrashed(
                         f"the sandbox exited (status {self.proc.returncode}); {self.stderr_text()}"
