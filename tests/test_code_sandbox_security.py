@@ -469,6 +469,33 @@ def test_mounting_and_privilege_changes_fail(verifier):
     assert details["verdict"] == "pass", details
 
 
+def test_limits_cannot_be_lifted(verifier):
+    details = run(
+        verifier,
+        """
+        import resource
+        lifted = []
+        for name in ("RLIMIT_CPU", "RLIMIT_AS", "RLIMIT_NPROC", "RLIMIT_FSIZE", "RLIMIT_NOFILE"):
+            limit = getattr(resource, name)
+            try:
+                resource.setrlimit(limit, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+                lifted.append(name)
+            except (ValueError, OSError):
+                pass
+        print("contained" if not lifted else lifted)
+        """,
+    )
+    assert details["verdict"] == "pass", details
+
+
+def test_a_program_that_stops_itself_times_out(verifier):
+    started = time.monotonic()
+    details = run(verifier, "import os, signal\nos.kill(os.getpid(), signal.SIGSTOP)\nprint('contained')")
+    assert details["verdict"] == "timeout", details
+    assert time.monotonic() - started < 5
+    assert only_warm_harnesses_left(verifier)
+
+
 # -- reward hacking ---------------------------------------------------------------------------------------
 
 
