@@ -139,6 +139,8 @@ def _mirror_runtime(prefix: Path, version: str) -> Path:
     skip = {"site-packages", "test", "tests", "idlelib", "tkinter", "turtledemo", "ensurepip"}
 
     def copy(src: str, dst: str) -> None:
+        if os.path.lexists(dst):
+            return  # never write through an existing hard link into the real runtime
         try:
             os.link(src, dst)
         except OSError:
@@ -153,7 +155,11 @@ def _mirror_runtime(prefix: Path, version: str) -> Path:
     for lib in (prefix / "lib").glob("libpython*.so*"):
         copy(str(lib), str(staging / "lib" / lib.name))
     for tree in (stdlib, dynload):
-        if not tree.is_dir() or not tree.is_relative_to(prefix):
+        if (
+            not tree.is_dir()
+            or not tree.is_relative_to(prefix)
+            or (tree != stdlib and tree.is_relative_to(stdlib))
+        ):
             continue
         shutil.copytree(
             tree,
