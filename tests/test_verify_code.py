@@ -232,7 +232,7 @@ def test_assert_format(verifier):
 def test_all_tests_collects_every_verdict():
     label = {"kind": "stdio", "inputs": ["1", "2", "3", "4"], "outputs": ["1", "0", "3", "0"]}
     program = fenced("import time\nn = int(input())\nif n == 4:\n    time.sleep(30)\nprint(n)")
-    with get_verifier("code", workers=1, all_tests=True, time_limit_s=0.5) as every:
+    with get_verifier("code", workers=1, all_tests=True, time_limit_s=1.0) as every:
         score = every.score({"response": program, "label": label})
     assert score.details["tests"] == ["pass", "wrong_answer", "pass", "timeout"]
     assert (score.reward, score.details["verdict"], score.details["tests_passed"]) == (0.0, "wrong_answer", 2)
