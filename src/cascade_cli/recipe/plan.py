@@ -70,6 +70,13 @@ def plan_lines(recipe: Recipe, stages: list[Stage] | None = None) -> list[str]:
         "set -euo pipefail",
     ]
     for stage in stages if stages is not None else recipe.stages:
+        if getattr(stage.config, "engine", "local") == "openrlhf":
+            from cascade_cli.engines.openrlhf.runner import plan_commands
+
+            # The OpenRLHF commands themselves; the `cascade` command that emits them is the comment.
+            lines.append(f"# stage {stage.name} ({stage.kind.kind}, engine openrlhf): {shlex.join(stage_argv(stage))}")
+            lines.extend(plan_commands(stage.config))
+            continue
         lines.append(f"# stage {stage.name} ({stage.kind.kind})")
         lines.append(shlex.join(stage_argv(stage)))
     return lines
