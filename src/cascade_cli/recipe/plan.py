@@ -92,9 +92,9 @@ def plan_lines(recipe: Recipe, stages: list[Stage] | None = None) -> list[str]:
             # The OpenRLHF commands themselves; the `cascade` command that emits them is the comment.
             lines.append(f"# stage {stage.name} ({stage.kind.kind}, engine openrlhf): {shlex.join(stage_argv(stage))}")
             lines.extend(plan_commands(stage.config))
-            continue
-        lines.append(f"# stage {stage.name} ({stage.kind.kind})")
-        lines.append(shlex.join(stage_argv(stage)))
+        else:
+            lines.append(f"# stage {stage.name} ({stage.kind.kind})")
+            lines.append(shlex.join(stage_argv(stage)))
         if recipe.evaluates and stage.kind.produces_model:
             lines.append(shlex.join(eval_argv(recipe, stage.name, stage.out)))
     if recipe.evaluates:
