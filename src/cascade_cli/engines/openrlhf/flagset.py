@@ -94,6 +94,41 @@ def build_parser(cli: str) -> argparse.ArgumentParser:
     return namespace["parser"]
 
 
+def _hierarchize():
+    """OpenRLHF's `hierarchize`, loaded from its file (its package __init__ imports the trainers)."""
+    path = cli_source("train_sft").parents[1] / "utils" / "config.py"
+    spec = importlib.util.spec_from_file_location("_openrlhf_utils_config", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module.hierarchize
+
+
+def _imports_hierarchize(node: ast.stmt) -> bool:
+    return isinstance(node, ast.ImportFrom) and any(alias.name == "hierarchize" for alias in node.names)
+
+
+def parse_like_openrlhf(cli: str, argv: list[str]) -> Any:
+    """What `python -m openrlhf.cli.<cli> ARGV` does up to training: OpenRLHF's parser, then its own
+    validation statements (asserts, derived defaults) with `train(args)` captured instead of run.
+
+    Returns the hierarchized args that `train` would get. An unknown or ill-typed flag raises SystemExit
+    (argparse), a violated OpenRLHF assertion raises AssertionError.
+    """
+    setup, validation = main_block(cli)
+    namespace = _namespace()
+    filename = str(cli_source(cli))
+    exec(compile(ast.Module(body=setup, type_ignores=[]), filename, "exec"), namespace)  # noqa: S102
+    namespace["args"] = namespace["parser"].parse_args(argv)
+    captured: list[Any] = []
+    namespace["hierarchize"] = _hierarchize()
+    namespace["train"] = captured.append
+    rest = [node for node in validation if not _imports_hierarchize(node)]
+    exec(compile(ast.Module(body=rest, type_ignores=[]), filename, "exec"), namespace)  # noqa: S102
+    if len(captured) != 1:
+        raise AssertionError(f"openrlhf.cli.{cli}: the main block did not reach train(args)")
+    return captured[0]
+
+
 def _type_name(action: argparse.Action) -> str | None:
     kind = action.type
     if kind is None:
