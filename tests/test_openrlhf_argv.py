@@ -10,9 +10,10 @@ import sys
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pytest
+from omegaconf import MISSING
 
 from cascade_cli.config.common import ClusterConfig, StageConfig
 from cascade_cli.config.sft import SFTConfig
@@ -26,24 +27,25 @@ pytest.importorskip("openrlhf", reason="the real OpenRLHF source: pip install --
 
 @dataclass
 class Phase:
-    steps: int
-    max_response_len: int | None = None
-    temperature: float | None = None
-    overlong_filter: bool | None = None
+    steps: int = MISSING
+    max_response_len: Optional[int] = None  # noqa: UP045 (OmegaConf reads Optional, not X | None)
+    temperature: Optional[float] = None  # noqa: UP045
+    overlong_filter: Optional[bool] = None  # noqa: UP045
 
 
 @dataclass
 class RLStage(StageConfig):
-    """The GRPO stage fields the builder reads (the names of config/grpo.py's GRPOConfig / RLVRConfig and
-    the RLHF config's `reward_model`); the real classes are used too when they are on this branch."""
+    """The GRPO stage fields the builder reads, under the names of config/grpo.py's GRPOConfig / RLVRConfig
+    (and the RLHF config's `reward_model`). Tests run on the real classes too once they are on this branch;
+    until then this stands in for them (it is no model of their behaviour, only of their field names)."""
 
     kind: str = "rlvr"
     data: str = "data.jsonl"
     domain: str = "math"
-    mode: str | None = None
-    reward_model: str | None = None
+    mode: Optional[str] = None  # noqa: UP045
+    reward_model: Optional[str] = None  # noqa: UP045
     steps: int = 40
-    phases: list[Any] = field(default_factory=list)
+    phases: list[Phase] = field(default_factory=list)
     prompts_per_step: int = 128
     group_size: int = 8
     max_prompt_len: int = 2048
@@ -52,7 +54,7 @@ class RLStage(StageConfig):
     top_p: float = 0.95
     top_k: int = -1
     overlong_filter: bool = False
-    truncated_reward: float | None = 0.0
+    truncated_reward: Optional[float] = 0.0  # noqa: UP045
     dynamic_filter: bool = False
     epoch_filter: bool = False
     lr: float = 2e-6
@@ -64,6 +66,19 @@ class RLStage(StageConfig):
     entropy_coef: float = 0.0
     save_every: int = 0
     tensorboard: bool = False
+
+
+@dataclass
+class RMStage(StageConfig):
+    """Stand-in for the reward-model stage config (not on main yet): the fields the builder reads."""
+
+    kind: str = "reward_model"
+    data: str = MISSING
+    max_seq_len: int = 2048
+    batch_size: int = 128
+    epochs: float = 1.0
+    lr: float = 2e-6
+    save_every: int = 0
 
 
 def cluster(**values: Any) -> ClusterConfig:
@@ -106,9 +121,8 @@ def test_sft_command_is_parsed_by_openrlhf(tmp_path):
 
 
 def test_reward_model_command_is_parsed_by_openrlhf(tmp_path):
-    config = RLStage(kind="reward_model", engine="openrlhf", init="Qwen/Qwen2.5-72B-Instruct", out=str(tmp_path / "rm"))
-    config.batch_size = 256  # type: ignore[attr-defined]
-    config.max_seq_len = 8192  # type: ignore[attr-defined]
+    config = RMStage(engine="openrlhf", init="Qwen/Qwen2.5-72B-Instruct", out=str(tmp_path / "rm"), data="p.jsonl",
+                     batch_size=256, max_seq_len=8192)
     [job] = stage_jobs(config)
     args = parse(job)
     assert job.entrypoint[6] == "openrlhf.cli.train_rm"

@@ -163,7 +163,8 @@ def stage_mode(config: Any) -> str | None:
 
 def convert_stage_data(config: Any, target: Path) -> int:
     """Write the stage's data in OpenRLHF's format to `target`; returns the row count."""
-    rows = convert_rows(config.kind, config.data, stage_mode(config), getattr(config, "domain", None))
+    domain = getattr(config, "domain", None) if config.kind == "rlvr" else None  # RLHF rows keep their own
+    rows = convert_rows(config.kind, config.data, stage_mode(config), domain)
     target.parent.mkdir(parents=True, exist_ok=True)
     count = write_jsonl(target, rows)
     if count == 0:

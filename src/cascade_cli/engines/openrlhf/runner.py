@@ -41,7 +41,7 @@ def conversion_command(config: Any) -> list[str]:
     mode = stage_mode(config)
     if mode:
         argv += ["--mode", mode]
-    if getattr(config, "domain", None):
+    if config.kind == "rlvr" and getattr(config, "domain", None):
         argv += ["--domain", str(config.domain)]
     return argv
 
