@@ -230,6 +230,9 @@ def test_unknown_and_ill_typed_flags_are_refused_like_openrlhf_does():
         ({"cluster": cluster(colocate_all=False, vllm_engines=8, actor_gpus=16)}, "the roles need actor 16 \\+ vllm 8"),
         ({"cluster": cluster(runtime_env_json="{not json")}, "runtime_env_json: expected a JSON object"),
         ({"init": None}, "init: missing"),
+        ({"prompts_per_step": 1, "group_size": 8}, "8 samples per step is fewer than the 16 actor GPUs"),
+        ({"kind": "rlhf", "reward_model": "rm", "dynamic_filter": True, "cluster": cluster(reward_urls=[])},
+         "dynamic_filter needs the reward service"),
         ({"kind": "eval"}, "engine openrlhf runs kinds"),
     ],
 )
@@ -255,3 +258,16 @@ def test_dry_run_prints_commands_without_torch_or_ray(tmp_path):
     assert lines[0].startswith("python3 -m cascade_cli.engines.openrlhf.data sft ")
     assert "deepspeed --num_nodes 1 --num_gpus 8 --module openrlhf.cli.train_sft" in lines[1]
     assert not (tmp_path / "sft").exists()  # a dry run writes nothing
+
+
+def test_module_entry_points(tmp_path, capsys):
+    """`python -m ...flagset` (check mode) and `python -m ...data` (what `recipe plan` prints) work."""
+    from cascade_cli.engines.openrlhf import data
+
+    assert flagset.main([]) == 0 and "up to date" in capsys.readouterr().out
+    source = tmp_path / "rows.jsonl"
+    source.write_text(json.dumps({"id": "1", "domain": "math", "prompt": "1+1?", "label": {"answer": "2"}}) + "\n")
+    assert data.main(["rlvr", str(source), str(tmp_path / "out.jsonl"), "--mode", "no_think"]) == 0
+    row = json.loads((tmp_path / "out.jsonl").read_text())
+    assert row["prompt"] == [{"role": "user", "content": "1+1? /no_think"}]
+    assert json.loads(row["label"]) == {"answer": "2", "domain": "math"}

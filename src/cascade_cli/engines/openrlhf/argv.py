@@ -91,7 +91,7 @@ def runtime_env(cluster: Any) -> str:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as error:
-        raise CascadeUsageError(f"cluster.runtime_env_json: expected a JSON object, found {text!r} ({error.msg})")
+        raise CascadeUsageError(f"cluster.runtime_env_json: expected a JSON object, found {text!r} ({error.msg})") from None
     if not isinstance(value, dict):
         raise CascadeUsageError(f"cluster.runtime_env_json: expected a JSON object, found {type(value).__name__}")
     return json.dumps(value, separators=(",", ":"))

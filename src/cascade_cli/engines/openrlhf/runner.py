@@ -162,5 +162,7 @@ def run_openrlhf_stage(config: Any, entrypoint_override: EntrypointOverride | No
                 f"stage {config.name or config.kind}: OpenRLHF job {job_id} ({job.name}) ended {record['status']}; "
                 f"last log lines:\n" + "\n".join(tail)
             )
+    if not (out / "config.json").is_file():
+        print_warning(f"{out}: no config.json after the jobs; is {out.parent} on a filesystem the cluster shares?")
     manifest("completed")
     return {"jobs": len(records), "job_ids": [record["job_id"] for record in records], "output_dir": str(out)}

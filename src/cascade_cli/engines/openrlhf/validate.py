@@ -69,6 +69,17 @@ def check_cluster(config: Any) -> None:
         raise CascadeUsageError(f"{where}.actor_gpus: {actor} GPUs asked, the cluster has {total}")
     uses_ref = float(getattr(config, "kl_coef", 0.0) or 0.0) > 0
     uses_rm = not (getattr(cluster, "reward_urls", None) or []) and config.kind == "rlhf"
+    if uses_rm and getattr(config, "dynamic_filter", False):
+        raise CascadeUsageError(
+            f"{where}.reward_urls: dynamic_filter needs the reward service (OpenRLHF filters on remote rewards "
+            "only); set cluster.reward_urls or dynamic_filter=false"
+        )
+    samples = int(getattr(config, "prompts_per_step", 1)) * int(getattr(config, "group_size", 1))
+    if samples < actor:
+        raise CascadeUsageError(
+            f"stage {getattr(config, 'name', '') or config.kind}: prompts_per_step x group_size = {samples} samples "
+            f"per step is fewer than the {actor} actor GPUs (OpenRLHF asserts at least one sample per GPU)"
+        )
     if cluster.colocate_all:
         if vllm != actor:
             raise CascadeUsageError(
