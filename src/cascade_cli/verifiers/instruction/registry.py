@@ -19,8 +19,6 @@ from cascade_cli.verifiers.base import RecordError
 
 RELATIONS = ("less than", "at least")
 
-# kind -> (description for messages, converter that raises ValueError on a bad value)
-
 
 def _to_int(value: Any) -> int:
     if isinstance(value, bool):
@@ -48,6 +46,13 @@ def _to_str_list(value: Any) -> list[str]:
     return list(value)
 
 
+def _to_first_str(value: Any) -> str:
+    """A string, or the first string of a list (IFEvalG accepts `first_word: ["word"]`)."""
+    if isinstance(value, (list, tuple)) and value:
+        value = value[0]
+    return _to_str(value)
+
+
 def _to_relation(value: Any) -> str:
     if value not in RELATIONS:
         raise ValueError(f"expected one of {RELATIONS}, found {value!r}")
@@ -71,6 +76,7 @@ KINDS: dict[str, Callable[[Any], Any]] = {
     "int": _to_int,
     "str": _to_str,
     "str_list": _to_str_list,
+    "first_str": _to_first_str,
     "relation": _to_relation,
     "float": _to_float,
     "any": _to_any,

@@ -12,6 +12,7 @@ and a fixed seed, so the same text always gets the same language, in any thread.
 from __future__ import annotations
 
 import functools
+import re
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -200,3 +201,45 @@ def clear_caches() -> None:
     detect_language.cache_clear()
     for cache in (_NORMALIZED, _VECTORS, _WORD_GRAMS):
         cache.clear()
+
+
+# IFEval's rule-based splitter (`instructions_util.split_into_sentences`), used by the IFEvalG training
+# constraints: protect the periods of titles, web domains, decimals, acronyms and initials, then break after
+# every remaining `.`, `?` and `!`.
+_ALPHA = "([A-Za-z])"
+_TITLES = re.compile("(Mr|St|Mrs|Ms|Dr)[.]")
+_DOMAINS = re.compile("[.](com|net|org|io|gov|edu|me)")
+_DECIMAL = re.compile("([0-9])[.]([0-9])")
+_ELLIPSIS = re.compile(r"\.{2,}")
+_INITIAL = re.compile(r"\s" + _ALPHA + "[.] ")
+_STARTERS = r"(Mr|Mrs|Ms|Dr|Prof|Capt|Cpt|Lt|He\s|She\s|It\s|They\s|Their\s|Our\s|We\s|But\s|However\s|That\s|This\s|Wherever)"
+_ACRONYM_THEN_STARTER = re.compile("([A-Z][.][A-Z][.](?:[A-Z][.])?) " + _STARTERS)
+_THREE_LETTER_ACRONYM = re.compile(_ALPHA + "[.]" + _ALPHA + "[.]" + _ALPHA + "[.]")
+_TWO_LETTER_ACRONYM = re.compile(_ALPHA + "[.]" + _ALPHA + "[.]")
+_SUFFIX_THEN_STARTER = re.compile(" (Inc|Ltd|Jr|Sr|Co)[.] " + _STARTERS)
+_SUFFIX = re.compile(" (Inc|Ltd|Jr|Sr|Co)[.]")
+_SPACED_LETTER = re.compile(" " + _ALPHA + "[.]")
+
+
+def split_sentences_by_rules(text: str) -> list[str]:
+    text = " " + text + "  "
+    text = text.replace("\n", " ")
+    text = _TITLES.sub("\\1<prd>", text)
+    text = _DOMAINS.sub("<prd>\\1", text)
+    text = _DECIMAL.sub("\\1<prd>\\2", text)
+    text = _ELLIPSIS.sub(lambda match: "<prd>" * len(match.group(0)) + "<stop>", text)
+    text = text.replace("Ph.D.", "Ph<prd>D<prd>")
+    text = _INITIAL.sub(" \\1<prd> ", text)
+    text = _ACRONYM_THEN_STARTER.sub("\\1<stop> \\2", text)
+    text = _THREE_LETTER_ACRONYM.sub("\\1<prd>\\2<prd>\\3<prd>", text)
+    text = _TWO_LETTER_ACRONYM.sub("\\1<prd>\\2<prd>", text)
+    text = _SUFFIX_THEN_STARTER.sub(" \\1<stop> \\2", text)
+    text = _SUFFIX.sub(" \\1<prd>", text)
+    text = _SPACED_LETTER.sub(" \\1<prd>", text)
+    text = text.replace(".”", "”.").replace('."', '".').replace('!"', '"!').replace('?"', '"?')
+    text = text.replace(".", ".<stop>").replace("?", "?<stop>").replace("!", "!<stop>")
+    text = text.replace("<prd>", ".")
+    sentences = [sentence.strip() for sentence in text.split("<stop>")]
+    if sentences and not sentences[-1]:
+        sentences = sentences[:-1]
+    return sentences
