@@ -333,3 +333,40 @@ def test_verdicts_agree_with_lm_eval_reference_row_by_row(
         if (reference["strict"], reference["loose"]) != (evaluation.strict, evaluation.loose):
             disagreements.append(row["key"])
     assert set(disagreements) <= RANDOM_IN_REFERENCE, disagreements
+
+
+def test_fast_language_detector_is_bit_identical_to_langdetect(
+    gpt4: list[tuple[dict[str, Any], str]],
+) -> None:
+    from langdetect.detector import Detector
+    from langdetect.detector_factory import PROFILES_DIRECTORY, DetectorFactory
+
+    from cascade_cli.verifiers.instruction import text
+
+    factory = DetectorFactory()
+    factory.load_profile(PROFILES_DIRECTORY)
+    factory.set_seed(0)
+    text.detect_language("warm up")
+    fast_class = text._DETECTOR._detector_class
+    samples = [response for _, response in gpt4[::12]] + ["Das ist gut.", "これはペンです。", "NASA AND ESA"]
+    for sample in samples:
+        slow, fast = Detector(factory), fast_class(factory)
+        slow.append(sample)
+        fast.append(sample)
+        expected = [(p.lang, p.prob) for p in slow.get_probabilities()]
+        assert [(p.lang, p.prob) for p in fast.get_probabilities()] == expected, sample[:80]
+
+
+def test_sentence_and_word_counts_match_nltk_when_installed(gpt4: list[tuple[dict[str, Any], str]]) -> None:
+    nltk = pytest.importorskip("nltk")
+    from cascade_cli.verifiers.instruction import text
+    from cascade_cli.verifiers.instruction.reference import load_reference
+
+    pytest.importorskip("lm_eval")
+    load_reference()  # puts the package-shipped punkt_tab on nltk.data.path
+    reference_punkt = nltk.tokenize.PunktTokenizer("english")
+    for _, response in gpt4[::9]:
+        for variant in loose_variants(response)[:4]:
+            assert text.split_sentences(variant) == reference_punkt.tokenize(variant)
+            assert text.word_tokens(variant) == nltk.word_tokenize(variant)
+            assert text.count_words(variant) == len(nltk.tokenize.RegexpTokenizer(r"\w+").tokenize(variant))
