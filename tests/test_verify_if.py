@@ -370,3 +370,21 @@ def test_sentence_and_word_counts_match_nltk_when_installed(gpt4: list[tuple[dic
             assert text.split_sentences(variant) == reference_punkt.tokenize(variant)
             assert text.word_tokens(variant) == nltk.word_tokenize(variant)
             assert text.count_words(variant) == len(nltk.tokenize.RegexpTokenizer(r"\w+").tokenize(variant))
+
+
+def test_tiny_if_tasks_right_answers_pass_and_wrong_answers_fail() -> None:
+    import random
+
+    from cascade_cli.data.tiny_tasks import if_task
+
+    rng = random.Random(7)
+    tasks = [if_task(rng) for _ in range(120)]
+    right = verify_batch(
+        [{"response": t.response("think", True), "label": t.label} for t in tasks], domain="if"
+    )
+    assert all(score.passed for score in right), [s.details for s in right if not s.passed][:2]
+    flawed = [t for t in tasks if t.wrong_answer]
+    wrong = verify_batch(
+        [{"response": t.response("no_think", False), "label": t.label} for t in flawed], domain="if"
+    )
+    assert flawed and not any(score.passed for score in wrong)
