@@ -8,6 +8,7 @@ HuggingFace copy pad every kwargs dict with None).
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 import re
@@ -126,9 +127,11 @@ def _bad(spec: Instruction, kwargs: Any, why: str) -> RecordError:
 def bind(instruction_id: Any, kwargs: Any) -> Callable[[str], bool]:
     """A one-argument checker for this id and kwargs; RecordError naming the id when either is wrong."""
     if not isinstance(instruction_id, str) or instruction_id not in REGISTRY:
+        close = difflib.get_close_matches(str(instruction_id), REGISTRY, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
         raise RecordError(
             f"unknown instruction id {instruction_id!r}; expected one of the {len(REGISTRY)} registered ids "
-            "(IFEval's, e.g. 'punctuation:no_comma', or IFBench's)"
+            f"(IFEval's, e.g. 'punctuation:no_comma', or IFBench's){hint}"
         )
     if kwargs is None:
         kwargs = {}
