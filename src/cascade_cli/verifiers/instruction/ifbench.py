@@ -527,6 +527,7 @@ def keyword_in_nth_sentence(text: str, *, word: str, N: int) -> bool:  # noqa: N
 
 
 _PRONOUNS = frozenset(
+    # fmt: off
     [
         "i",
         "me",
@@ -592,6 +593,7 @@ _PRONOUNS = frozenset(
         "any",
         "none",
     ]
+    # fmt: on
 )
 
 
