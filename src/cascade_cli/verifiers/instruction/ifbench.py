@@ -526,75 +526,16 @@ def keyword_in_nth_sentence(text: str, *, word: str, N: int) -> bool:  # noqa: N
     return bool(re.search(r"\b" + re.escape(word) + r"\b", sentences[N - 1], re.IGNORECASE))
 
 
-_PRONOUNS = frozenset(
-    # fmt: off
-    [
-        "i",
-        "me",
-        "we",
-        "us",
-        "you",
-        "he",
-        "him",
-        "she",
-        "her",
-        "it",
-        "they",
-        "them",
-        "my",
-        "mine",
-        "our",
-        "ours",
-        "your",
-        "yours",
-        "his",
-        "hers",
-        "its",
-        "their",
-        "theirs",
-        "myself",
-        "ourselves",
-        "yourself",
-        "yourselves",
-        "himself",
-        "herself",
-        "itself",
-        "themselves",
-        "this",
-        "that",
-        "these",
-        "those",
-        "who",
-        "whom",
-        "whose",
-        "which",
-        "what",
-        "whoever",
-        "whomever",
-        "whatever",
-        "whichever",
-        "anybody",
-        "anyone",
-        "anything",
-        "everybody",
-        "everyone",
-        "everything",
-        "nobody",
-        "nothing",
-        "somebody",
-        "someone",
-        "something",
-        "each",
-        "either",
-        "neither",
-        "both",
-        "all",
-        "some",
-        "any",
-        "none",
-    ]
-    # fmt: on
-)
+# fmt: off
+_PRONOUNS = frozenset([
+    "i", "me", "we", "us", "you", "he", "him", "she", "her", "it", "they", "them", "my", "mine", "our",
+    "ours", "your", "yours", "his", "hers", "its", "their", "theirs", "myself", "ourselves", "yourself",
+    "yourselves", "himself", "herself", "itself", "themselves", "this", "that", "these", "those", "who",
+    "whom", "whose", "which", "what", "whoever", "whomever", "whatever", "whichever", "anybody", "anyone",
+    "anything", "everybody", "everyone", "everything", "nobody", "nothing", "somebody", "someone",
+    "something", "each", "either", "neither", "both", "all", "some", "any", "none",
+])
+# fmt: on
 
 
 @instruction("count:pronouns", N="int")
