@@ -20,9 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cascade_cli.verifiers.instruction import evaluate
-from cascade_cli.verifiers.instruction.registry import _bind_cached
-from cascade_cli.verifiers.instruction.text import clear_caches
+from cascade_cli.verifiers.instruction import clear_caches, evaluate
 
 PUBLISHED_GPT4 = {
     "prompt_level_strict": 76.89,
@@ -70,7 +68,6 @@ WARM_UP_TEXT = "The NASA team met at noon. They talked about the launch window f
 
 def score_ours(rows: list[tuple[dict[str, Any], str]]) -> tuple[list[tuple[list[bool], list[bool]]], float]:
     clear_caches()
-    _bind_cached.cache_clear()
     start = time.perf_counter()
     verdicts = []
     for row, response in rows:

@@ -80,12 +80,12 @@ _WORD_GRAMS: dict[tuple[str, bool], list[str]] = {}  # (word, space follows) -> 
 
 
 def _fast_detector_class() -> type:
-    """langdetect's Detector with its two hot loops vectorised; same arithmetic, so the same verdicts.
+    """langdetect's Detector with its hot loops vectorised; same arithmetic, so the same verdicts.
 
     A trial multiplies a 55-language probability vector by `weight + p(ngram | language)` for randomly drawn
-    n-grams and renormalises every 5 draws. Element-wise numpy float64 products and quotients round exactly as
-    the Python loop does; the normalising sum stays a left-to-right Python `sum`. The random draws are
-    untouched. N-gram extraction memoises langdetect's per-character normalisation.
+    n-grams and renormalises every 5 draws. Element-wise numpy float64 sums, products and quotients round
+    exactly as langdetect's Python loops do; the normalising sum stays a left-to-right Python `sum`. The
+    random draws are untouched. N-gram extraction memoises langdetect's per-character normalisation.
     """
     import numpy as np
     from langdetect.detector import Detector
@@ -99,20 +99,40 @@ def _fast_detector_class() -> type:
                 return np.array(self.prior_map, dtype=np.float64)
             return np.full(len(self.langlist), 1.0 / len(self.langlist), dtype=np.float64)
 
-        def _update_lang_prob(self, prob: Any, word: str | None, alpha: float) -> bool:
-            if word is None or word not in self.word_lang_prob_map:
-                return False
+        def _vector(self, word: str) -> Any:
             vector = vectors.get(word)
             if vector is None:
                 if len(vectors) > 200_000:
                     vectors.clear()
                 vector = vectors[word] = np.array(self.word_lang_prob_map[word], dtype=np.float64)
-            prob *= alpha / self.BASE_FREQ + vector
-            return True
+            return vector
 
-        def _normalize_prob(self, prob: Any) -> float:
-            prob /= sum(prob.tolist())
-            return float(prob.max())
+        def _detect_block(self) -> None:
+            # langdetect's trial loop with the per-draw method calls inlined; the draws (`choice` is
+            # `seq[_randbelow(len(seq))]`), their order and every floating-point operation are unchanged.
+            from langdetect.lang_detect_exception import ErrorCode, LangDetectException
+
+            self.cleaning_text()
+            ngrams = self._extract_ngrams()
+            if not ngrams:
+                raise LangDetectException(ErrorCode.CantDetectError, "No features in text.")
+            rng = self.random
+            rng.seed(self.seed)
+            draw, count, vector_of = rng._randbelow, len(ngrams), self._vector
+            langprob = np.zeros(len(self.langlist), dtype=np.float64)
+            for _ in range(self.n_trial):
+                prob = self._init_probability()
+                weight = (self.alpha + rng.gauss(0.0, 1.0) * self.ALPHA_WIDTH) / self.BASE_FREQ
+                step = 0
+                while True:
+                    prob *= weight + vector_of(ngrams[draw(count)])
+                    if step % 5 == 0:
+                        prob /= sum(prob.tolist())
+                        if prob.max() > self.CONV_THRESHOLD or step >= self.ITERATION_LIMIT:
+                            break
+                    step += 1
+                langprob += prob / self.n_trial
+            self.langprob = langprob.tolist()
 
         def _extract_ngrams(self) -> list[str]:
             # langdetect slides a 3-character window over the normalised text, restarting after each space;
