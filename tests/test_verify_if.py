@@ -388,3 +388,98 @@ def test_tiny_if_tasks_right_answers_pass_and_wrong_answers_fail() -> None:
         [{"response": t.response("no_think", False), "label": t.label} for t in flawed], domain="if"
     )
     assert flawed and not any(score.passed for score in wrong)
+
+
+_PIECES = [
+    "word",
+    "Word",
+    "WORD",
+    "NASA",
+    "the",
+    "cat",
+    ",",
+    ".",
+    "!",
+    "?",
+    '"',
+    "'",
+    "*",
+    "**",
+    "***",
+    "******",
+    "-",
+    " ",
+    " ",
+    "\n",
+    "\n\n",
+    "P.S.",
+    "p.p.s",
+    "<<Title>>",
+    "<< >>",
+    "[name]",
+    "Section 1",
+    "SECTION 2",
+    "```json",
+    "```",
+    "{",
+    "}",
+    '{"a": 1}',
+    "My answer is yes.",
+    "Dr.",
+    "e.g.",
+    "U.S.",
+    "3.5",
+    "...",
+    "é",
+    "猫",
+]
+_IFEVAL_KWARGS = {
+    "keywords:existence": {"keywords": ["cat", "word"]},
+    "keywords:frequency": {"keyword": "word", "frequency": 2, "relation": "at least"},
+    "keywords:forbidden_words": {"forbidden_words": ["cat"]},
+    "keywords:letter_frequency": {"letter": "w", "let_frequency": 2, "let_relation": "less than"},
+    "length_constraints:number_sentences": {"num_sentences": 3, "relation": "at least"},
+    "length_constraints:number_paragraphs": {"num_paragraphs": 2},
+    "length_constraints:number_words": {"num_words": 6, "relation": "less than"},
+    "length_constraints:nth_paragraph_first_word": {
+        "num_paragraphs": 2,
+        "nth_paragraph": 2,
+        "first_word": "word",
+    },
+    "detectable_content:number_placeholders": {"num_placeholders": 1},
+    "detectable_content:postscript": {"postscript_marker": "P.P.S"},
+    "detectable_format:number_bullet_lists": {"num_bullets": 2},
+    "detectable_format:constrained_response": {},
+    "detectable_format:number_highlighted_sections": {"num_highlights": 2},
+    "detectable_format:multiple_sections": {"section_spliter": "Section", "num_sections": 1},
+    "detectable_format:json_format": {},
+    "detectable_format:title": {},
+    "combination:two_responses": {},
+    "combination:repeat_prompt": {"prompt_to_repeat": "word the cat"},
+    "startend:end_checker": {"end_phrase": "the cat"},
+    "change_case:capital_word_frequency": {"capital_frequency": 2, "capital_relation": "at least"},
+    "punctuation:no_comma": {},
+    "startend:quotation": {},
+}
+
+
+@pytest.mark.parametrize("instruction_id", sorted(_IFEVAL_KWARGS))
+def test_generated_texts_get_the_reference_verdicts(instruction_id: str) -> None:
+    """Random mixes of the tokens the checkers look at: strict and loose verdicts equal lm_eval's."""
+    pytest.importorskip("lm_eval")
+    hypothesis = pytest.importorskip("hypothesis")
+    strategies = hypothesis.strategies
+    from cascade_cli.verifiers.instruction.reference import reference_verdicts
+
+    kwargs = _IFEVAL_KWARGS[instruction_id]
+    row = {"key": 0, "prompt": "p", "instruction_id_list": [instruction_id], "kwargs": [kwargs]}
+
+    @hypothesis.settings(max_examples=60, deadline=None, derandomize=True)
+    @hypothesis.given(strategies.lists(strategies.sampled_from(_PIECES), max_size=30))
+    def check(pieces: list[str]) -> None:
+        text = "".join(pieces)
+        reference = reference_verdicts(row, text)
+        evaluation = evaluate(text, [instruction_id], [kwargs])
+        assert (evaluation.strict, evaluation.loose) == (reference["strict"], reference["loose"]), repr(text)
+
+    check()
