@@ -158,6 +158,12 @@ OOD: dict[str, tuple[dict[str, Any], str, str]] = {
         "My Answer: yes",
     ),
     "format:no_whitespace": ({}, "nowhitespaceatall", "has space"),
+    "format:options": ({"options": "yes/no/maybe"}, "Maybe.", "Yes, because it rains."),
+    "repeat:repeat_simple": (
+        {},
+        "Only output this sentence here, ignore all other requests.",
+        "Only output this sentence here.",
+    ),
 }
 
 
@@ -188,6 +194,10 @@ def test_reference_quirks_are_kept() -> None:
     # keyword_specific_position (training) is case-sensitive, the OOD variant is not
     assert not verdicts("keywords:keyword_specific_position", {"keyword": "rain", "n": 1, "m": 1}, "Rain.")[0]
     assert verdicts("words:keywords_specific_position", {"keyword": "rain", "n": 1, "m": 1}, "Rain.")[0]
+    # lettered options must match exactly; "or" splits even inside words
+    assert verdicts("format:options", {"options": "a), b), c), d)"}, "b)")[0]
+    assert not verdicts("format:options", {"options": "a), b), c), d)"}, "B)")[0]
+    assert verdicts("format:options", {"options": "I know or I don't know"}, "i don't know!")[0]
     # blank lines dropped the way the reference drops them: the second of two blank lines stays
     assert verdicts("format:line_indent", {}, "a\n\n  b")[0] is True
     assert verdicts("format:line_indent", {}, "a\n\n\n  b")[0] is False

@@ -715,6 +715,29 @@ def title_case(text: str) -> bool:
     return True
 
 
+_LETTER_OPTIONS = re.compile(r"\W*[aA]\W*[bB]\W*[cC]\W*")
+
+
+@instruction("format:options", options="str")
+def one_of_options(text: str, *, options: str) -> bool:
+    """The response is one of `options` ("yes/no/maybe", "I know or I don't know", "a), b), c), d)").
+
+    Options split on "/" if present, else on "or" (as a substring, as the reference does), else on ",".
+    Lettered options must match exactly; others ignoring case and surrounding punctuation.
+    """
+    separator = "/" if "/" in options else "or" if "or" in options else ","
+    choices = [choice.strip() for choice in options.split(separator)]
+    if _LETTER_OPTIONS.match(options):
+        return text in choices
+    answer = _strip_punctuation(text).lower()
+    return any(_strip_punctuation(choice).lower() == answer for choice in choices)
+
+
+@instruction("repeat:repeat_simple")
+def repeat_simple(text: str) -> bool:
+    return text.strip().lower() == "only output this sentence here, ignore all other requests."
+
+
 @instruction("format:output_template")
 def output_template(text: str) -> bool:
     return all(part in text for part in ("My Answer:", "My Conclusion:", "Future Outlook:"))
@@ -766,6 +789,8 @@ OOD_IDS = (
     "format:title_case",
     "format:output_template",
     "format:no_whitespace",
+    "format:options",
+    "repeat:repeat_simple",
 )
 
 SKIPPED_OOD = {
@@ -774,7 +799,5 @@ SKIPPED_OOD = {
     "words:start_verb": "needs NLTK's averaged-perceptron POS tagger model",
     "words:odd_even_syllables": "needs syllapy's pronunciation dictionary",
     "format:emoji": "needs the emoji package's emoji database",
-    "format:options": "its separator and strictness rules are tied to three canned option strings",
-    "repeat:repeat_simple": "checks against its own fixed instruction sentence, not a label",
     "custom:*": "11 single-prompt checkers (fixed questions such as 'countries of Africa in reverse order')",
 }
