@@ -27,6 +27,7 @@ from cascade_cli.errors import CascadeRunError, CascadeUsageError
 
 LOG_DIR = "openrlhf_logs"
 TAIL_LINES = 40
+FOLLOW_RETRIES = 20
 # `ray job status` prints "Job 'ID' succeeded" / "failed" / "was stopped" when done, else "Status for job 'ID': RUNNING".
 _DONE = re.compile(r"Job '[^']*' (succeeded|failed|was stopped)")
 _STATUS = re.compile(r"Status for job '[^']*': ([A-Z]+)")
@@ -85,7 +86,7 @@ def follow_logs(address: str, job_id: str, log_path: Path) -> deque[str]:
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     argv = [ray_cli(), "job", "logs", "--address", address, "--follow", job_id]
-    with log_path.open("w", encoding="utf-8") as sink, subprocess.Popen(
+    with log_path.open("a", encoding="utf-8") as sink, subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "RAY_ADDRESS": ""}
     ) as process:
         assert process.stdout is not None
@@ -97,7 +98,7 @@ def follow_logs(address: str, job_id: str, log_path: Path) -> deque[str]:
     return tail
 
 
-def job_status(address: str, job_id: str, attempts: int = 30) -> str:
+def job_status(address: str, job_id: str, attempts: int = 10) -> str:
     """The job's final status (SUCCEEDED, FAILED, STOPPED); waits while it is still PENDING / RUNNING."""
     status = "UNKNOWN"
     for _ in range(attempts):
@@ -119,9 +120,10 @@ def run_openrlhf_stage(config: Any, entrypoint_override: EntrypointOverride | No
     """
     stage_jobs(config)  # refuse bad flags, clusters and reward sources before anything is written
     if config.dry_run:
-        for line in plan_commands(config):
+        commands = plan_commands(config)
+        for line in commands:
             print(line)
-        return {"dry_run": True, "commands": plan_commands(config)}
+        return {"dry_run": True, "commands": commands}
 
     out = Path(config.out).resolve()
     data_path = converted_data_path(config)
@@ -153,8 +155,19 @@ def run_openrlhf_stage(config: Any, entrypoint_override: EntrypointOverride | No
         entrypoint = entrypoint_override(job) if entrypoint_override else job.entrypoint
         submit_job(job, entrypoint, job_id)
         console.print(f"submitted [bold]{job_id}[/] ({job.name}); logs: {log_path}")
-        tail = follow_logs(address, job_id, log_path)
-        record["status"] = job_status(address, job_id)
+        try:
+            tail = follow_logs(address, job_id, log_path)
+            record["status"] = job_status(address, job_id)
+            for _ in range(FOLLOW_RETRIES):  # the log stream can drop while the job still runs: follow again
+                if record["status"] not in ("PENDING", "RUNNING"):
+                    break
+                tail.extend(follow_logs(address, job_id, log_path))
+                record["status"] = job_status(address, job_id)
+        except KeyboardInterrupt:
+            record["status"] = "DETACHED"
+            manifest("interrupted")
+            print_warning(f"{job_id} keeps running on the cluster; stop it with: ray job stop --address {address} {job_id}")
+            raise
         if record["status"] != "SUCCEEDED":
             record["last_log_lines"] = list(tail)
             manifest("failed")
