@@ -15,6 +15,7 @@ from typing import Any, Optional
 import pytest
 from omegaconf import MISSING
 
+from cascade_cli.chat import CHAT_TEMPLATE
 from cascade_cli.config.common import ClusterConfig, StageConfig
 from cascade_cli.config.sft import SFTConfig
 from cascade_cli.engines.openrlhf import flagset
@@ -118,6 +119,7 @@ def test_sft_command_is_parsed_by_openrlhf(tmp_path):
     assert args.data.dataset == str(tmp_path / "sft" / "openrlhf_data" / "train.jsonl")
     assert args.ckpt.output_dir == str(tmp_path / "sft") and args.ckpt.save_hf
     assert tuple(args.adam.betas) == (0.9, 0.95) and args.min_lr_ratio == 0.0
+    assert args.data.tokenizer_chat_template == CHAT_TEMPLATE
 
 
 def test_reward_model_command_is_parsed_by_openrlhf(tmp_path):
@@ -271,3 +273,15 @@ def test_module_entry_points(tmp_path, capsys):
     row = json.loads((tmp_path / "out.jsonl").read_text())
     assert row["prompt"] == [{"role": "user", "content": "1+1? /no_think"}]
     assert json.loads(row["label"]) == {"answer": "2", "domain": "math"}
+
+
+def test_rl_init_with_a_foreign_chat_template_is_flagged(tmp_path):
+    from cascade_cli.engines.openrlhf.runner import init_template_warning
+    from cascade_cli.tiny import build_tokenizer
+
+    tokenizer = build_tokenizer()
+    tokenizer.save_pretrained(tmp_path / "ours")
+    assert init_template_warning(rl_stage(tmp_path, init=str(tmp_path / "ours"))) is None
+    tokenizer.chat_template = "{{ messages[0]['content'] }}"
+    tokenizer.save_pretrained(tmp_path / "foreign")
+    assert "not cascade's" in init_template_warning(rl_stage(tmp_path, init=str(tmp_path / "foreign")))

@@ -34,8 +34,22 @@ def tokenizer():
     return build_tokenizer()  # the tiny model's tokenizer: chat.CHAT_TEMPLATE, as build_tiny saves it
 
 
+# A base model's own template (not ours): SFT and RM get ours through --data.tokenizer_chat_template.
+FOREIGN_TEMPLATE = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+
+
+@pytest.fixture
+def base_tokenizer():
+    from cascade_cli.tiny import build_tokenizer
+
+    tokenizer = build_tokenizer()
+    tokenizer.chat_template = FOREIGN_TEMPLATE
+    return tokenizer
+
+
 def strategy(**data) -> SimpleNamespace:
-    args = SimpleNamespace(data=SimpleNamespace(image_key="images", tokenizer_chat_template=None, **data))
+    data.setdefault("tokenizer_chat_template", None)
+    args = SimpleNamespace(data=SimpleNamespace(image_key="images", **data))
     return SimpleNamespace(args=args, is_rank_0=lambda: True, print=print)
 
 
@@ -82,7 +96,7 @@ def test_rlhf_half_half_modes(tmp_path, tokenizer):
     assert all(json.loads(label) == {"domain": "general"} for label in dataset.labels)
 
 
-def test_sft_loss_spans_through_openrlhf_sft_dataset(tmp_path, tokenizer):
+def test_sft_loss_spans_through_openrlhf_sft_dataset(tmp_path, base_tokenizer):
     from openrlhf.datasets import SFTDataset
 
     messages = [
@@ -92,8 +106,10 @@ def test_sft_loss_spans_through_openrlhf_sft_dataset(tmp_path, tokenizer):
         {"role": "assistant", "content": "6"},
     ]
     target = convert(tmp_path, "sft", [{"id": "s", "domain": "sft", "messages": messages, "mode": "think"}])
+    tokenizer = base_tokenizer
     dataset = SFTDataset(load_json(target), tokenizer, 512,
-                         strategy(input_key="messages", output_key=None, apply_chat_template=True),
+                         strategy(input_key="messages", output_key=None, apply_chat_template=True,
+                                  tokenizer_chat_template=chat.CHAT_TEMPLATE),
                          input_template=None, num_processors=1, multiturn=True)
     input_ids, _, loss_mask = dataset[0]
     text = tokenizer.decode(input_ids[0], skip_special_tokens=False)
@@ -105,15 +121,15 @@ def test_sft_loss_spans_through_openrlhf_sft_dataset(tmp_path, tokenizer):
     assert tokenizer.decode(trained, skip_special_tokens=False) == expected
 
 
-def test_preference_pairs_through_openrlhf_reward_dataset(tmp_path, tokenizer):
+def test_preference_pairs_through_openrlhf_reward_dataset(tmp_path, base_tokenizer):
     from openrlhf.datasets import RewardDataset
 
     row = {"id": "p", "domain": "pref", "prompt": "Write a haiku.", "chosen": "Old pond, frog jumps in.",
            "rejected": "No.", "mode": "no_think"}
     target = convert(tmp_path, "reward_model", [row])
-    dataset = RewardDataset(load_json(target), tokenizer, 512,
+    dataset = RewardDataset(load_json(target), base_tokenizer, 512,
                             strategy(prompt_key="prompt", chosen_key="chosen", rejected_key="rejected",
-                                     apply_chat_template=True),
+                                     apply_chat_template=True, tokenizer_chat_template=chat.CHAT_TEMPLATE),
                             num_processors=1)
     prompt = chat.render_prompt("Write a haiku.", mode="no_think")
     assert dataset.prompts[0] == prompt

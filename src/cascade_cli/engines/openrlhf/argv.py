@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cascade_cli.chat import CHAT_TEMPLATE
 from cascade_cli.engines.openrlhf.validate import check_cluster, validate_args
 from cascade_cli.errors import CascadeUsageError
 
@@ -134,6 +135,9 @@ def _common_deepspeed_args(config: Any, out: Path) -> list[str]:
         "--min_lr_ratio", _number(float(_get(config, "min_lr", 0.0)) / lr if lr else 0.0),
         "--max_norm", _number(float(_get(config, "max_grad_norm", 1.0))),
         "--data.apply_chat_template",
+        # Our template (ChatML + /think, /no_think): the base model's own would differ. OpenRLHF saves the
+        # tokenizer with it, so the RL stages that start from this output render prompts the same way.
+        "--data.tokenizer_chat_template", CHAT_TEMPLATE,
     ]
     if _get(config, "tensorboard", False):
         args += ["--logger.tensorboard_dir", str(out / "tensorboard")]

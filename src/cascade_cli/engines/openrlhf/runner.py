@@ -6,6 +6,7 @@ A dry run (`dry_run=true`, `--dry-run`) prints the commands and touches nothing:
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cascade_cli.chat import CHAT_TEMPLATE
 from cascade_cli.checkpoint import write_manifest
 from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console, print_warning
@@ -112,6 +114,26 @@ def job_status(address: str, job_id: str, attempts: int = 10) -> str:
     return status
 
 
+def init_template_warning(config: Any) -> str | None:
+    """RL stages render prompts with the init checkpoint's own chat template (train_ppo_ray has no flag to
+    override it): warn when a local init carries another template than ours."""
+    if config.kind not in ("rlvr", "rlhf"):
+        return None
+    init = Path(str(config.init))
+    candidates = [init / "chat_template.jinja", init / "tokenizer_config.json"]
+    for path in candidates:
+        if not path.is_file():
+            continue
+        text = path.read_text()
+        template = text if path.suffix == ".jinja" else json.loads(text).get("chat_template")
+        if template and template != CHAT_TEMPLATE:
+            return (f"{init}: its tokenizer's chat template is not cascade's (/think, /no_think); OpenRLHF renders "
+                    "RL prompts with it. Start RL from a cascade SFT output (its tokenizer carries ours).")
+        if template:
+            return None
+    return None
+
+
 def run_openrlhf_stage(config: Any, entrypoint_override: EntrypointOverride | None = None) -> dict[str, Any]:
     """Validate, then (unless dry_run) convert the data and run the stage's jobs in order.
 
@@ -125,6 +147,9 @@ def run_openrlhf_stage(config: Any, entrypoint_override: EntrypointOverride | No
             print(line)
         return {"dry_run": True, "commands": commands}
 
+    warning = init_template_warning(config)
+    if warning:
+        print_warning(warning)
     out = Path(config.out).resolve()
     data_path = converted_data_path(config)
     started = time.time()
