@@ -148,7 +148,7 @@ def test_rlvr_command_is_the_papers_grpo(tmp_path, config_class):
     config = config_class(engine="openrlhf", init="runs/x/if_rl", out=str(tmp_path / "math_rl"), name="math_rl",
                           data="d.jsonl", domain="math", steps=100, prompts_per_step=128, group_size=8,
                           max_response_len=24576, temperature=1.0, top_p=0.95, lr=2e-6, cluster=cluster())
-    [job] = stage_jobs(config, rows=14476)
+    [job] = stage_jobs(config)
     args = parse(job)
     assert job.entrypoint[:3] == ["python3", "-m", "openrlhf.cli.train_ppo_ray"]
     assert job.argv[:4] == ["ray", "job", "submit", "--address"] and "--runtime-env-json" in job.argv
@@ -163,6 +163,7 @@ def test_rlvr_command_is_the_papers_grpo(tmp_path, config_class):
     assert args.reward.remote_url == ["http://10.0.0.5:5000/get_reward"]
     assert (args.data.input_key, args.data.label_key, args.data.apply_chat_template) == ("prompt", "label", True)
     assert args.data.max_samples == 100 * 128 and args.train.num_episodes == 1
+    assert args.data.prompt_dataset == str(tmp_path / "math_rl" / "openrlhf_data" / "phase0.jsonl")
     # Every role's GPUs come from the cluster config, not OpenRLHF's default of 8 per node on 1 node.
     for role in ("actor", "ref", "reward", "critic"):
         assert (getattr(args, role).num_nodes, getattr(args, role).num_gpus_per_node) == (2, 8)
@@ -189,6 +190,7 @@ def test_length_schedule_is_consecutive_jobs_chained_by_checkpoint(tmp_path):
     assert [a.rollout.max_new_tokens for a in parsed] == [24576, 32768, 40960]
     assert [a.rollout.temperature for a in parsed] == [1.0, 1.0, 0.8]
     assert [a.data.max_samples for a in parsed] == [190 * 128, 240 * 128, 70 * 128]
+    assert [Path(a.data.prompt_dataset).name for a in parsed] == ["phase0.jsonl", "phase1.jsonl", "phase2.jsonl"]
     assert parsed[0].actor.model_name_or_path == "Qwen/Qwen3-8B-Base"
     assert parsed[1].actor.model_name_or_path == jobs[0].output_dir == parsed[0].ckpt.output_dir
     assert parsed[2].actor.model_name_or_path == jobs[1].output_dir
@@ -269,7 +271,9 @@ def test_module_entry_points(tmp_path, capsys):
     assert flagset.main([]) == 0 and "up to date" in capsys.readouterr().out
     source = tmp_path / "rows.jsonl"
     source.write_text(json.dumps({"id": "1", "domain": "math", "prompt": "1+1?", "label": {"answer": "2"}}) + "\n")
-    assert data.main(["rlvr", str(source), str(tmp_path / "out.jsonl"), "--mode", "no_think"]) == 0
+    assert data.main(["rlvr", str(source), str(tmp_path / "out.jsonl"), "--mode", "no_think",
+                      "--phase-samples", "2,3"]) == 0
+    assert [len((tmp_path / f"phase{k}.jsonl").read_text().splitlines()) for k in (0, 1)] == [2, 3]
     row = json.loads((tmp_path / "out.jsonl").read_text())
     assert row["prompt"] == [{"role": "user", "content": "1+1? /no_think"}]
     assert json.loads(row["label"]) == {"answer": "2", "domain": "math"}

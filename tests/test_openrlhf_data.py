@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from cascade_cli import chat
-from cascade_cli.engines.openrlhf.data import convert_rows, convert_stage_data
+from cascade_cli.engines.openrlhf.data import convert_rows, convert_stage_data, write_phase_files
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.jsonl import write_jsonl
 
@@ -157,3 +157,18 @@ def test_convert_stage_data_reads_a_prepare_data_directory(tmp_path):
     write_jsonl(tmp_path / "prepared" / "data.jsonl", RL_ROWS[:1])
     config = SimpleNamespace(kind="rlvr", data=str(tmp_path / "prepared"), domain="math", mode=None)
     assert convert_stage_data(config, tmp_path / "out" / "train.jsonl") == 1
+
+
+def test_phase_files_hold_exactly_each_phases_prompts_in_epochs(tmp_path):
+    source = tmp_path / "train.jsonl"
+    write_jsonl(source, [{"n": index} for index in range(10)])
+    targets = [tmp_path / f"phase{k}.jsonl" for k in range(3)]
+    write_phase_files(source, [4, 12, 3], targets, seed=7)
+    phases = [[json.loads(line)["n"] for line in target.read_text().splitlines()] for target in targets]
+    assert [len(phase) for phase in phases] == [4, 12, 3]
+    stream = [n for phase in phases for n in phase]
+    # Consecutive chunks of a stream of epochs: every prompt once before any repeats.
+    assert sorted(stream[:10]) == list(range(10)) and sorted(stream[10:19]) == sorted(set(stream[10:19]))
+    assert stream[:10] != list(range(10))  # shuffled (seeded)
+    write_phase_files(source, [4, 12, 3], [tmp_path / f"again{k}.jsonl" for k in range(3)], seed=7)
+    assert (tmp_path / "again1.jsonl").read_text() == targets[1].read_text()

@@ -134,3 +134,25 @@ def test_failed_job_fails_the_stage_with_its_last_log_lines(tmp_path, ray_head):
     manifest = read_manifest(config.out)
     assert manifest["status"] == "failed"
     assert "CUDA error: out of memory (stand-in)" in manifest["openrlhf_jobs"][0]["last_log_lines"]
+
+
+def test_length_schedule_runs_as_chained_jobs(tmp_path, ray_head):
+    from test_openrlhf_argv import Phase, RLStage
+
+    data = tmp_path / "math.jsonl"
+    write_jsonl(data, [{"id": str(i), "domain": "math", "prompt": f"{i}+1?", "label": {"answer": str(i + 1)}}
+                       for i in range(5)])
+    config = RLStage(name="math_rl", engine="openrlhf", data=str(data), init="Qwen/Qwen3-8B-Base",
+                     out=str(tmp_path / "math_rl"), prompts_per_step=2, group_size=8,
+                     phases=[Phase(2, 1024, 1.0, True), Phase(3, 2048, 0.8, False)],
+                     cluster=ClusterConfig(ray_address=ray_head, nodes=1, gpus_per_node=8, vllm_engines=8,
+                                           reward_urls=["http://127.0.0.1:5000/get_reward"]))
+    run_openrlhf_stage(config, entrypoint_override=stand_in())
+    manifest = read_manifest(config.out)
+    first, second = manifest["openrlhf_jobs"]
+    assert manifest["status"] == "completed" and first["status"] == second["status"] == "SUCCEEDED"
+    assert second["init"] == first["output_dir"] and second["output_dir"] == manifest["output_dir"]
+    for job, rows in ((first, 4), (second, 6)):
+        argv = json.loads((Path(job["output_dir"]) / "config.json").read_text())["argv"]
+        assert argv[argv.index("--actor.model_name_or_path") + 1] == job["init"]
+        assert len(Path(argv[argv.index("--data.prompt_dataset") + 1]).read_text().splitlines()) == rows

@@ -81,6 +81,16 @@ def converted_data_path(config: Any) -> Path:
     return stage_out(config) / DATA_DIR / DATA_FILE
 
 
+def phase_data_path(config: Any, index: int) -> Path:
+    """The prompts of one RL phase: exactly steps x prompts_per_step rows (data.write_phase_files)."""
+    return stage_out(config) / DATA_DIR / f"phase{index}.jsonl"
+
+
+def phase_samples(config: Any) -> list[int]:
+    """Prompts each RL phase consumes: its steps x prompts_per_step (one rollout batch per step)."""
+    return [phase.steps * int(_get(config, "prompts_per_step", 128)) for phase in phases(config)]
+
+
 def _number(value: float | int) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
@@ -240,14 +250,13 @@ def reward_source(config: Any) -> list[str]:
     )
 
 
-def _rl_job(config: Any, data_path: Path, phase: Phase, index: int, init: str, out: Path, rows: int | None) -> OpenRLHFJob:
+def _rl_job(config: Any, data_path: Path, phase: Phase, index: int, init: str, out: Path) -> OpenRLHFJob:
     cluster = config.cluster
     prompts = int(_get(config, "prompts_per_step", 128))
     group = int(_get(config, "group_size", 8))
     kl = float(_get(config, "kl_coef", 0.0))
     actor_nodes, actor_per_node = role_layout(cluster, _get(cluster, "actor_gpus"))
     samples = phase.steps * prompts
-    episodes = max(1, math.ceil(samples / rows)) if rows else 1
     args = [
         "--actor.model_name_or_path", model_ref(init),
         "--data.prompt_dataset", str(data_path),
@@ -261,10 +270,11 @@ def _rl_job(config: Any, data_path: Path, phase: Phase, index: int, init: str, o
         "--rollout.batch_size", str(prompts),
         "--rollout.temperature", _number(phase.temperature),
         "--rollout.top_p", _number(float(_get(config, "top_p", 1.0))),
-        # Strictly on-policy: the whole rollout batch is one training batch, seen once.
+        # Strictly on-policy: the whole rollout batch is one training batch, seen once. The phase's file
+        # holds exactly steps x prompts rows, so one episode is exactly `steps` optimizer steps.
         "--train.batch_size", str(prompts * group),
         "--train.max_epochs", "1",
-        "--train.num_episodes", str(episodes),
+        "--train.num_episodes", "1",
         "--train.seed", str(_get(config, "seed", 0)),
         "--algo.advantage.estimator", "group_norm",
         "--algo.kl.init_coef", _number(kl),
@@ -329,7 +339,7 @@ def _rl_job(config: Any, data_path: Path, phase: Phase, index: int, init: str, o
     )
 
 
-def _rl_jobs(config: Any, data_path: Path, rows: int | None) -> list[OpenRLHFJob]:
+def _rl_jobs(config: Any) -> list[OpenRLHFJob]:
     check_cluster(config)
     schedule = phases(config)
     out = stage_out(config)
@@ -338,21 +348,20 @@ def _rl_jobs(config: Any, data_path: Path, rows: int | None) -> list[OpenRLHFJob
     for index, phase in enumerate(schedule):
         last = index == len(schedule) - 1
         phase_out = out if last else out / "phases" / f"{index}_{phase.max_response_len}"
-        jobs.append(_rl_job(config, data_path, phase, index, init, phase_out, rows))
+        jobs.append(_rl_job(config, phase_data_path(config, index), phase, index, init, phase_out))
         init = str(phase_out)  # the next phase continues from this one's HF weights
     return jobs
 
 
-def stage_jobs(config: Any, data_path: Path | None = None, rows: int | None = None) -> list[OpenRLHFJob]:
-    """Every OpenRLHF job of a stage, in order; `rows` (converted prompts) sets the episodes an RL phase needs."""
+def stage_jobs(config: Any) -> list[OpenRLHFJob]:
+    """Every OpenRLHF job of a stage, in order (an RL stage: one per phase of its length schedule)."""
     kind = getattr(config, "kind", None)
     if not getattr(config, "init", None):
         raise CascadeUsageError(f"stage {_get(config, 'name', kind)}: init: missing input checkpoint")
-    data_path = data_path or converted_data_path(config)
     if kind in DEEPSPEED_KINDS:
-        return [_deepspeed_job(config, data_path)]
+        return [_deepspeed_job(config, converted_data_path(config))]
     if kind in RL_KINDS:
-        return _rl_jobs(config, data_path, rows)
+        return _rl_jobs(config)
     raise CascadeUsageError(
         f"stage {_get(config, 'name', kind)}: engine openrlhf runs kinds "
         f"{', '.join([*DEEPSPEED_KINDS, *RL_KINDS])}; found kind {kind!r}"

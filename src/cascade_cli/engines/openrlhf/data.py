@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -151,6 +152,38 @@ def convert_rows(
             raise CascadeUsageError(f"kind {kind!r}: no OpenRLHF data format (sft, reward_model, rlvr, rlhf)")
 
 
+def write_phase_files(source: Path, samples: list[int], targets: list[Path], seed: int = 0) -> None:
+    """Split an endless stream of the converted prompts into consecutive chunks of `samples[k]` rows, one file
+    per RL phase: epoch e is the rows in a seeded shuffle (seed + e), so a phase continues where the last one
+    stopped and a phase longer than the data sees every prompt before any repeats (as epochs do)."""
+    offsets: list[int] = []
+    with source.open("rb") as handle:
+        position = handle.tell()
+        for line in iter(handle.readline, b""):
+            if line.strip():
+                offsets.append(position)
+            position = handle.tell()
+    if not offsets:
+        raise CascadeUsageError(f"{source}: no rows to split into phases")
+
+    def stream() -> Iterator[int]:
+        epoch = 0
+        while True:
+            order = list(range(len(offsets)))
+            random.Random(seed + epoch).shuffle(order)
+            yield from order
+            epoch += 1
+
+    indices = stream()
+    with source.open("rb") as handle:
+        for count, target in zip(samples, targets, strict=True):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with target.open("wb") as sink:
+                for _ in range(count):
+                    handle.seek(offsets[next(indices)])
+                    sink.write(handle.readline())
+
+
 def stage_mode(config: Any) -> str | None:
     """The stage's prompt-mode policy: its `mode`, else half-half for RLHF, else the domain's default."""
     mode = getattr(config, "mode", None)
@@ -179,11 +212,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("target")
     parser.add_argument("--mode", choices=MODE_POLICIES, default=None)
     parser.add_argument("--domain", default=None)
+    parser.add_argument("--phase-samples", default="", help="RL: rows per phase, comma-separated (phaseK.jsonl)")
+    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     target = Path(args.target)
     target.parent.mkdir(parents=True, exist_ok=True)
     count = write_jsonl(target, convert_rows(args.kind, args.source, args.mode, args.domain))
     print(f"wrote {count} rows to {target}")
+    if args.phase_samples:
+        samples = [int(value) for value in args.phase_samples.split(",")]
+        targets = [target.with_name(f"phase{index}.jsonl") for index in range(len(samples))]
+        write_phase_files(target, samples, targets, args.seed)
+        print(f"wrote {', '.join(f'{t.name} ({n} rows)' for t, n in zip(targets, samples, strict=True))}")
     return 0
 
 

@@ -23,8 +23,14 @@ from cascade_cli.chat import CHAT_TEMPLATE
 from cascade_cli.checkpoint import write_manifest
 from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console, print_warning
-from cascade_cli.engines.openrlhf.argv import OpenRLHFJob, converted_data_path, stage_jobs
-from cascade_cli.engines.openrlhf.data import convert_stage_data, stage_mode
+from cascade_cli.engines.openrlhf.argv import (
+    OpenRLHFJob,
+    converted_data_path,
+    phase_data_path,
+    phase_samples,
+    stage_jobs,
+)
+from cascade_cli.engines.openrlhf.data import convert_stage_data, stage_mode, write_phase_files
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
 
 LOG_DIR = "openrlhf_logs"
@@ -46,6 +52,8 @@ def conversion_command(config: Any) -> list[str]:
         argv += ["--mode", mode]
     if config.kind == "rlvr" and getattr(config, "domain", None):
         argv += ["--domain", str(config.domain)]
+    if config.kind in ("rlvr", "rlhf"):
+        argv += ["--phase-samples", ",".join(map(str, phase_samples(config))), "--seed", str(config.seed)]
     return argv
 
 
@@ -154,7 +162,10 @@ def run_openrlhf_stage(config: Any, entrypoint_override: EntrypointOverride | No
     data_path = converted_data_path(config)
     started = time.time()
     rows = convert_stage_data(config, data_path)
-    jobs = stage_jobs(config, data_path, rows=rows)
+    jobs = stage_jobs(config)
+    if config.kind in ("rlvr", "rlhf"):
+        samples = phase_samples(config)
+        write_phase_files(data_path, samples, [phase_data_path(config, k) for k in range(len(samples))], config.seed)
     plain = to_plain(config)
     records: list[dict[str, Any]] = []
 
