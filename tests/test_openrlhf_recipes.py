@@ -118,3 +118,19 @@ def test_recipe_plan_prints_the_whole_openrlhf_sequence(name, cli, monkeypatch):
     sft_32k = next(argv for argv in submits if stage_of(argv) == "sft_32k")
     assert value(rlhf, "--actor.model_name_or_path") == value(sft_32k, "--ckpt.output_dir")
     assert value(rlhf, "--reward.model_name_or_path").endswith("/reward_model")
+
+
+def test_recipe_run_dispatches_openrlhf_stages_to_the_engine(tmp_path, cli):
+    """`engine: openrlhf` in a recipe reaches run_openrlhf_stage through the kind registry (dry run here)."""
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(
+        f"name: r\nmodel: Qwen/Qwen3-8B-Base\nrun_dir: {tmp_path / 'run'}\nstages:\n"
+        "  sft:\n    kind: sft\n    engine: openrlhf\n    dry_run: true\n    data: rows.jsonl\n    max_seq_len: 16384\n"
+    )
+    result = cli(["recipe", "run", str(recipe)])
+    assert result.exit_code == 0, result.output
+    assert "deepspeed --num_nodes 1 --num_gpus 8 --module openrlhf.cli.train_sft" in result.stdout
+    assert "--data.max_len 16384" in result.stdout
+    recipe.write_text(recipe.read_text().replace("engine: openrlhf", "engine: slurm"))
+    result = cli(["recipe", "run", str(recipe)])
+    assert result.exit_code == 2 and "engine: expected local or openrlhf, found 'slurm'" in result.output
