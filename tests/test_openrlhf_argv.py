@@ -200,6 +200,12 @@ def test_length_schedule_is_consecutive_jobs_chained_by_checkpoint(tmp_path):
     assert parsed[1].reward.stop_properly_penalty_coef == 0.0 and not jobs[1].notes
 
 
+def test_tiny_init_is_its_cache_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv("CASCADE_CACHE", str(tmp_path / "cache"))
+    [job] = stage_jobs(rl_stage(tmp_path, init="tiny:3"))
+    assert parse(job).actor.model_name_or_path == str(tmp_path / "cache" / "models" / "tiny-3")
+
+
 def test_rlhf_with_our_reward_model_and_kl(tmp_path):
     config = rl_stage(tmp_path, kind="rlhf", reward_model="runs/x/rm", kl_coef=1e-3,
                       cluster=cluster(reward_urls=[], colocate_all=False, nodes=5, actor_gpus=16, ref_gpus=8,

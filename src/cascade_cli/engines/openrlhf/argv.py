@@ -27,6 +27,7 @@ from typing import Any
 from cascade_cli.chat import CHAT_TEMPLATE
 from cascade_cli.engines.openrlhf.validate import check_cluster, validate_args
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.tiny import default_cache_dir, is_tiny_spec, tiny_seed
 
 RL_KINDS = ("rlvr", "rlhf")
 DEEPSPEED_KINDS = {"sft": "train_sft", "reward_model": "train_rm"}
@@ -63,7 +64,10 @@ def _get(config: Any, name: str, default: Any = None) -> Any:
 
 
 def model_ref(value: str) -> str:
-    """A hub id stays as is; anything else is a path, made absolute for the Ray job."""
+    """A hub id stays as is; `tiny`/`tiny:SEED` is its cache directory (the runner builds it before
+    submitting); anything else is a path, made absolute for the Ray job."""
+    if is_tiny_spec(value):
+        return str((default_cache_dir() / f"tiny-{tiny_seed(value)}").resolve())
     if _HUB_ID.match(value) and not Path(value).exists():
         return value
     return str(Path(value).expanduser().resolve())

@@ -32,6 +32,7 @@ from cascade_cli.engines.openrlhf.argv import (
 )
 from cascade_cli.engines.openrlhf.data import convert_stage_data, stage_mode, write_phase_files
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
+from cascade_cli.tiny import is_tiny_spec, resolve_model
 
 LOG_DIR = "openrlhf_logs"
 TAIL_LINES = 40
@@ -155,6 +156,8 @@ def run_openrlhf_stage(config: Any, entrypoint_override: EntrypointOverride | No
             print(line)
         return {"dry_run": True, "commands": commands}
 
+    if is_tiny_spec(str(config.init)):
+        resolve_model(str(config.init))  # build the embedded tiny model where model_ref points
     warning = init_template_warning(config)
     if warning:
         print_warning(warning)
