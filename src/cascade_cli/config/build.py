@@ -52,7 +52,9 @@ def build_stage_config(config_cls: type[T], values: dict[str, Any], overrides: l
         raise CascadeUsageError(_explain(error, "overrides")) from None
     missing = sorted(OmegaConf.missing_keys(merged))
     if missing:
-        raise CascadeUsageError(f"missing required key {missing[0]!r} (give it as a flag or {missing[0]}=...)")
+        raise CascadeUsageError(
+            f"missing required key {missing[0]!r} (give it as a flag or {missing[0]}=...)"
+        )
     try:
         return OmegaConf.to_object(merged)  # type: ignore[return-value]
     except OmegaConfBaseException as error:

@@ -29,7 +29,7 @@ class SFTConfig(StageConfig):
     packing: bool = False  # several examples per row, attention kept within each example
     bf16: bool = True  # bf16 autocast where the hardware has native bf16; fp32 master weights always
     shuffle: bool = True
-    threads: int = 0  # CPU threads for torch; 0 = every core this process may use
+    threads: int = 0  # CPU threads for torch; 0 = the idle cores (cores minus the load average)
     save_every: int = 0  # write trainer_state/ every N optimizer steps (0: only at the end)
     resume: bool = True  # continue from OUT/trainer_state when present
     stop_after: int | None = None  # stop (state saved) after this step, as if killed; for resume tests

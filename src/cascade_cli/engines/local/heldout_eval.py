@@ -101,7 +101,9 @@ def score_math(records: list[dict[str, Any]]) -> list[bool]:
 
 
 @torch.no_grad()
-def generate_greedy(model, tokenizer, prompts: list[str], max_new_tokens: int, batch_size: int) -> list[tuple[str, str]]:
+def generate_greedy(
+    model, tokenizer, prompts: list[str], max_new_tokens: int, batch_size: int
+) -> list[tuple[str, str]]:
     """(response text, finish_reason) per prompt; left-padded batches, greedy decoding, stop at <|im_end|>."""
     stop_ids = [tokenizer.convert_tokens_to_ids(IM_END)]
     if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in stop_ids:
@@ -134,18 +136,29 @@ def generate_greedy(model, tokenizer, prompts: list[str], max_new_tokens: int, b
     return results
 
 
-def math_accuracy(model, tokenizer, prompts: list[dict[str, Any]], max_new_tokens: int, batch_size: int) -> dict[str, Any]:
+def math_accuracy(
+    model, tokenizer, prompts: list[dict[str, Any]], max_new_tokens: int, batch_size: int
+) -> dict[str, Any]:
     """{"accuracy", "n", "samples"}: greedy decoding of every prompt, scored against label.answer."""
     outputs = generate_greedy(model, tokenizer, [p["prompt"] for p in prompts], max_new_tokens, batch_size)
     records = [
-        {"id": p["id"], "prompt": p["prompt"], "response": text, "label": p["label"], "domain": "math",
-         "mode": p["mode"], "finish_reason": reason}
+        {
+            "id": p["id"],
+            "prompt": p["prompt"],
+            "response": text,
+            "label": p["label"],
+            "domain": "math",
+            "mode": p["mode"],
+            "finish_reason": reason,
+        }
         for p, (text, reason) in zip(prompts, outputs, strict=True)
     ]
     passed = score_math(records)
     return {
         "accuracy": sum(passed) / len(passed),
         "n": len(passed),
-        "samples": [{"prompt": r["prompt"], "response": r["response"], "passed": ok}
-                    for r, ok in list(zip(records, passed, strict=True))[:3]],
+        "samples": [
+            {"prompt": r["prompt"], "response": r["response"], "passed": ok}
+            for r, ok in list(zip(records, passed, strict=True))[:3]
+        ],
     }

@@ -17,7 +17,14 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from omegaconf import OmegaConf
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from cascade_cli.checkpoint import MetricsLog, config_fingerprint, fingerprint_path, write_manifest
 from cascade_cli.config.sft import SFTConfig
@@ -27,8 +34,21 @@ from cascade_cli.engines.local.sft_data import BatchStream, Cursor, collate, loa
 from cascade_cli.errors import CascadeUsageError
 
 # Keys that change how a run is driven, not what it computes: a resumed run may differ in these.
-RUNTIME_KEYS = ("out", "save_every", "resume", "stop_after", "log_every", "tensorboard", "threads", "dry_run",
-                "name", "eval_prompts", "eval_max_new_tokens", "eval_limit", "eval_batch_size")
+RUNTIME_KEYS = (
+    "out",
+    "save_every",
+    "resume",
+    "stop_after",
+    "log_every",
+    "tensorboard",
+    "threads",
+    "dry_run",
+    "name",
+    "eval_prompts",
+    "eval_max_new_tokens",
+    "eval_limit",
+    "eval_batch_size",
+)
 
 
 def _config_dict(config: SFTConfig) -> dict[str, Any]:
@@ -46,8 +66,12 @@ def _check_config(config: SFTConfig) -> None:
         raise CascadeUsageError("init: missing (give --init MODEL: tiny, a checkpoint directory or a hub id)")
     if not config.out:
         raise CascadeUsageError("out: missing (give --out DIR)")
-    positive = {"batch_size": config.batch_size, "grad_accum": config.grad_accum, "max_seq_len": config.max_seq_len,
-                "log_every": config.log_every}
+    positive = {
+        "batch_size": config.batch_size,
+        "grad_accum": config.grad_accum,
+        "max_seq_len": config.max_seq_len,
+        "log_every": config.log_every,
+    }
     for key, value in positive.items():
         if value < 1:
             raise CascadeUsageError(f"{key}: must be >= 1; found {value}")
@@ -58,7 +82,9 @@ def _check_config(config: SFTConfig) -> None:
     if not 0 <= config.warmup_ratio < 1:
         raise CascadeUsageError(f"warmup_ratio: must be in [0, 1); found {config.warmup_ratio}")
     if config.lr <= 0 or config.min_lr < 0 or config.min_lr > config.lr:
-        raise CascadeUsageError(f"lr/min_lr: need 0 <= min_lr <= lr and lr > 0; found {config.lr}/{config.min_lr}")
+        raise CascadeUsageError(
+            f"lr/min_lr: need 0 <= min_lr <= lr and lr > 0; found {config.lr}/{config.min_lr}"
+        )
 
 
 def step_loss(model, batch: dict[str, Any], normalizer: int, device: str, bf16: bool) -> torch.Tensor:
@@ -92,8 +118,9 @@ def _progress() -> Progress:
 
 def _evaluate(model, tokenizer, prompts, config: SFTConfig, label: str) -> dict[str, Any]:
     with console.status(f"held-out math accuracy ({label}, {len(prompts)} prompts, greedy)"):
-        return heldout_eval.math_accuracy(model, tokenizer, prompts, config.eval_max_new_tokens,
-                                          config.eval_batch_size)
+        return heldout_eval.math_accuracy(
+            model, tokenizer, prompts, config.eval_max_new_tokens, config.eval_batch_size
+        )
 
 
 def run_sft(config: SFTConfig) -> dict[str, Any]:
@@ -109,12 +136,18 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
     tokenizer = model_io.load_tokenizer(config.init)  # type: ignore[arg-type]
     examples = load_examples(data_file, tokenizer, config.max_seq_len)
     if examples.truncated or examples.dropped:
-        print_warning(f"{data_file}: {examples.truncated} examples truncated to max_seq_len={config.max_seq_len}"
-                      f", {examples.dropped} dropped (no assistant token left)")
-    eval_prompts = (heldout_eval.load_math_prompts(config.eval_prompts, config.eval_limit)
-                    if config.eval_prompts else None)
-    stream = BatchStream(examples, config.batch_size, config.seed, config.packing, config.max_seq_len,
-                         config.shuffle)
+        print_warning(
+            f"{data_file}: {examples.truncated} examples truncated to max_seq_len={config.max_seq_len}"
+            f", {examples.dropped} dropped (no assistant token left)"
+        )
+    eval_prompts = (
+        heldout_eval.load_math_prompts(config.eval_prompts, config.eval_limit)
+        if config.eval_prompts
+        else None
+    )
+    stream = BatchStream(
+        examples, config.batch_size, config.seed, config.packing, config.max_seq_len, config.shuffle
+    )
     micro_per_epoch = len(stream.plan(0))
     total_steps = config.max_steps or max(1, math.ceil(config.epochs * micro_per_epoch / config.grad_accum))
     warmup_steps = int(config.warmup_ratio * total_steps)
@@ -123,8 +156,10 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
     if config.eval_prompts:
         fingerprints["eval_prompts"] = fingerprint_path(heldout_eval.resolve_prompt_file(config.eval_prompts))
     if config.dry_run:
-        console.print(f"sft dry run: {len(examples)} examples, {micro_per_epoch} micro-batches per epoch, "
-                      f"{total_steps} optimizer steps, {threads} threads on {device}")
+        console.print(
+            f"sft dry run: {len(examples)} examples, {micro_per_epoch} micro-batches per epoch, "
+            f"{total_steps} optimizer steps, {threads} threads on {device}"
+        )
         return {"examples": len(examples), "total_steps": total_steps}
 
     model = model_io.load_model(config.init, dtype="float32", device=device)  # type: ignore[arg-type]
@@ -140,7 +175,10 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
     saved = train_state.find_trainer_state(out) if config.resume else None
     if saved is not None:
         progress_state = train_state.read_progress(saved)
-        if progress_state.get("resume_fingerprint") != resume_key or progress_state.get("data") != fingerprints["data"]:
+        if (
+            progress_state.get("resume_fingerprint") != resume_key
+            or progress_state.get("data") != fingerprints["data"]
+        ):
             raise CascadeUsageError(
                 f"{saved}: saved by a run with a different config or data; delete it or pass resume=false"
             )
@@ -154,15 +192,33 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
         metrics["eval/init_accuracy"] = init_eval["accuracy"]
         metrics["eval/n"] = init_eval["n"]
 
-    write_manifest(out, stage=config.name or "sft", kind="sft", config=config_dict, init=config.init,
-                   data_fingerprints=fingerprints, metrics=metrics, status="running")
+    write_manifest(
+        out,
+        stage=config.name or "sft",
+        kind="sft",
+        config=config_dict,
+        init=config.init,
+        data_fingerprints=fingerprints,
+        metrics=metrics,
+        status="running",
+    )
     log = MetricsLog(out, tensorboard=config.tensorboard, truncate_after_step=step if saved else None)
 
     def save_state() -> None:
-        train_state.save_trainer_state(out, model, optimizer, scheduler, {
-            "step": step, "cursor": asdict(stream.cursor), "total_steps": total_steps,
-            "resume_fingerprint": resume_key, "data": fingerprints["data"], "metrics": metrics,
-        })
+        train_state.save_trainer_state(
+            out,
+            model,
+            optimizer,
+            scheduler,
+            {
+                "step": step,
+                "cursor": asdict(stream.cursor),
+                "total_steps": total_steps,
+                "resume_fingerprint": resume_key,
+                "data": fingerprints["data"],
+                "metrics": metrics,
+            },
+        )
 
     model.train()
     train_started = time.time()
@@ -179,8 +235,11 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
                 loss = step_loss(model, batch, normalizer, device, config.bf16)
                 loss.backward()
                 loss_sum += loss.item()
-            grad_norm = (torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm).item()
-                         if config.max_grad_norm > 0 else float("nan"))
+            grad_norm = (
+                torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm).item()
+                if config.max_grad_norm > 0
+                else float("nan")
+            )
             lr = scheduler.get_last_lr()[0]
             optimizer.step()
             scheduler.step()
@@ -191,22 +250,46 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
             tokens_seen += step_tokens
             metrics["train/loss"] = loss_sum
             if step % config.log_every == 0 or step == stop_at:
-                log.log(step, {"loss": loss_sum, "lr": lr, "grad_norm": grad_norm, "tokens": step_tokens,
-                               "loss_tokens": normalizer, "tokens_per_s": step_tokens / max(seconds, 1e-9),
-                               "epoch": stream.epoch_progress()})
-            bar.update(task, advance=1, loss=loss_sum,
-                       tps=tokens_seen / max(time.time() - train_started, 1e-9))
+                log.log(
+                    step,
+                    {
+                        "loss": loss_sum,
+                        "lr": lr,
+                        "grad_norm": grad_norm,
+                        "tokens": step_tokens,
+                        "loss_tokens": normalizer,
+                        "tokens_per_s": step_tokens / max(seconds, 1e-9),
+                        "epoch": stream.epoch_progress(),
+                    },
+                )
+            bar.update(
+                task, advance=1, loss=loss_sum, tps=tokens_seen / max(time.time() - train_started, 1e-9)
+            )
             if config.save_every and step % config.save_every == 0 and step < stop_at:
                 save_state()
     log.close()
     train_seconds = time.time() - train_started
-    metrics.update({"train/steps": step, "train/total_steps": total_steps, "train/examples": len(examples),
-                    "train/tokens_per_s": tokens_seen / max(train_seconds, 1e-9)})
+    metrics.update(
+        {
+            "train/steps": step,
+            "train/total_steps": total_steps,
+            "train/examples": len(examples),
+            "train/tokens_per_s": tokens_seen / max(train_seconds, 1e-9),
+        }
+    )
     save_state()
     if step < total_steps:
-        write_manifest(out, stage=config.name or "sft", kind="sft", config=config_dict, init=config.init,
-                       data_fingerprints=fingerprints, metrics=metrics, status="stopped",
-                       timings={"train_s": train_seconds})
+        write_manifest(
+            out,
+            stage=config.name or "sft",
+            kind="sft",
+            config=config_dict,
+            init=config.init,
+            data_fingerprints=fingerprints,
+            metrics=metrics,
+            status="stopped",
+            timings={"train_s": train_seconds},
+        )
         console.print(f"stopped after step {step}/{total_steps}; rerun the same command to resume")
         return metrics
 
@@ -222,9 +305,19 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
             f"held-out math accuracy (greedy, n={result['n']}): init {metrics.get('eval/init_accuracy', 0):.3f}"
             f" -> trained {result['accuracy']:.3f}"
         )
-    write_manifest(out, stage=config.name or "sft", kind="sft", config=config_dict, init=config.init,
-                   data_fingerprints=fingerprints, metrics=metrics, status="completed",
-                   timings={"train_s": train_seconds, "eval_s": eval_seconds, "total_s": time.time() - started})
-    console.print(f"sft done: {step} steps, final loss {metrics['train/loss']:.4f}, "
-                  f"{metrics['train/tokens_per_s']:,.0f} tok/s -> {out}")
+    write_manifest(
+        out,
+        stage=config.name or "sft",
+        kind="sft",
+        config=config_dict,
+        init=config.init,
+        data_fingerprints=fingerprints,
+        metrics=metrics,
+        status="completed",
+        timings={"train_s": train_seconds, "eval_s": eval_seconds, "total_s": time.time() - started},
+    )
+    console.print(
+        f"sft done: {step} steps, final loss {metrics['train/loss']:.4f}, "
+        f"{metrics['train/tokens_per_s']:,.0f} tok/s -> {out}"
+    )
     return metrics

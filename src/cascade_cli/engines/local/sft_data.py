@@ -126,7 +126,9 @@ def load_examples(path: str | Path, tokenizer, max_seq_len: int, chunk: int = 51
         kept_ids.append(ids)
         kept_mask.append(mask)
     if not kept_ids:
-        raise CascadeUsageError(f"{path}: no example keeps an assistant token within max_seq_len={max_seq_len}")
+        raise CascadeUsageError(
+            f"{path}: no example keeps an assistant token within max_seq_len={max_seq_len}"
+        )
     return Examples(kept_ids, kept_mask, truncated, dropped)
 
 
@@ -187,8 +189,16 @@ class Cursor:
 class BatchStream:
     """An endless stream of micro-batches across epochs, resumable from a Cursor."""
 
-    def __init__(self, examples: Examples, batch_size: int, seed: int, packing: bool, max_seq_len: int,
-                 shuffle: bool, cursor: Cursor | None = None):
+    def __init__(
+        self,
+        examples: Examples,
+        batch_size: int,
+        seed: int,
+        packing: bool,
+        max_seq_len: int,
+        shuffle: bool,
+        cursor: Cursor | None = None,
+    ):
         self.examples = examples
         self.lengths = examples.lengths
         self.options = (batch_size, seed, packing, max_seq_len, shuffle)
