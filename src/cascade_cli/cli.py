@@ -72,6 +72,46 @@ def main() -> None:
 # ----------------------------------------------------------------------------------------------------------
 
 
+@app.command("prepare-data")
+def prepare_data_command(
+    overrides: Annotated[
+        list[str] | None,
+        typer.Argument(help="More config keys as key=value, e.g. wrong_fraction=0.3 split=test", show_default=False),
+    ] = None,
+    source: Annotated[
+        str | None,
+        typer.Option(
+            "--source",
+            help="tiny:DOMAIN (math|code|if|pref|general|sft), a .jsonl/.json/.parquet file or folder, or a hub id.",
+        ),
+    ] = None,
+    out: Annotated[str | None, typer.Option("--out", help="Output folder (data.jsonl, heldout.jsonl, data_card.json).")] = None,
+    domain: Annotated[
+        str | None, typer.Option("--domain", help="Domain of every row: sft|pref|if|math|code|swe|general.")
+    ] = None,
+    n: Annotated[int | None, typer.Option("--n", help="Rows to generate for tiny:* sources.")] = None,
+    holdout: Annotated[int | None, typer.Option("--holdout", help="Rows held out to heldout.jsonl.")] = None,
+    field_map: Annotated[
+        str | None, typer.Option("--map", help="Column mapping NAME=COLUMN,..., e.g. prompt=question,answer=solution.")
+    ] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="Read at most this many source rows.")] = None,
+    mode: Annotated[str | None, typer.Option("--mode", help="think or no_think for every row.")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Seed for tiny generation and the hold-out draw.")] = None,
+) -> None:
+    """Turn a source into canonical rows: OUT/data.jsonl, OUT/heldout.jsonl and OUT/data_card.json.
+
+    Example: [bold]cascade prepare-data --source tiny:math --out data/math --n 400 --holdout 100[/]
+    """
+    from cascade_cli.data.prepare import build_prepare_config, run_prepare_data
+    from cascade_cli.data.sources import parse_field_map
+
+    values = {
+        "source": source, "out": out, "domain": domain, "n": n, "holdout": holdout, "limit": limit,
+        "mode": mode, "seed": seed, "map": parse_field_map(field_map) or None,
+    }
+    run_prepare_data(build_prepare_config(values, overrides or []))
+
+
 # ----------------------------------------------------------------------------------------------------------
 # sft (foundation)
 # ----------------------------------------------------------------------------------------------------------
