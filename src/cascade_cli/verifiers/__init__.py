@@ -81,5 +81,6 @@ register("math", "cascade_cli.verifiers.math:MathVerifier")
 register("if", "cascade_cli.verifiers.instruction:InstructionVerifier")
 register("code", "cascade_cli.verifiers.code:CodeVerifier")
 register("swe", "cascade_cli.verifiers.swe:SweVerifier")
+register("mcq", "cascade_cli.verifiers.mcq:MCQVerifier")
 
 __all__ = ["Score", "Verifier", "get_verifier", "known_domains", "register", "verify_batch"]
