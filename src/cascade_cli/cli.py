@@ -73,6 +73,10 @@ def main() -> None:
 # ----------------------------------------------------------------------------------------------------------
 
 
+def _comma_list(text: str | None) -> list[str] | None:
+    return [item.strip() for item in text.split(",") if item.strip()] if text else None
+
+
 @app.command("prepare-data")
 def prepare_data_command(
     overrides: Annotated[
@@ -98,8 +102,22 @@ def prepare_data_command(
     limit: Annotated[int | None, typer.Option("--limit", help="Read at most this many source rows.")] = None,
     mode: Annotated[str | None, typer.Option("--mode", help="think or no_think for every row.")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Seed for tiny generation and the hold-out draw.")] = None,
+    decontaminate_against: Annotated[
+        str | None,
+        typer.Option(
+            "--decontaminate-against",
+            help="Drop rows sharing a word n-gram (ngram_n=9) with these benchmarks/files: math500,aime24,FILE.",
+        ),
+    ] = None,
+    exclude_prompts_from: Annotated[
+        str | None,
+        typer.Option("--exclude-prompts-from", help="Drop rows whose prompt is in (or overlaps) these data files."),
+    ] = None,
 ) -> None:
     """Turn a source into canonical rows: OUT/data.jsonl, OUT/heldout.jsonl and OUT/data_card.json.
+
+    Filters (counts in the data card, removed ids in OUT/removed.jsonl): --exclude-prompts-from keeps SFT and
+    RL prompts disjoint; --decontaminate-against drops rows that overlap benchmark prompts.
 
     Example: [bold]cascade prepare-data --source tiny:math --out data/math --n 400 --holdout 100[/]
     """
@@ -109,6 +127,8 @@ def prepare_data_command(
     values = {
         "source": source, "out": out, "domain": domain, "n": n, "holdout": holdout, "limit": limit,
         "mode": mode, "seed": seed, "map": parse_field_map(field_map) or None,
+        "decontaminate_against": _comma_list(decontaminate_against),
+        "exclude_prompts_from": _comma_list(exclude_prompts_from),
     }
     run_prepare_data(build_prepare_config(values, overrides or []))
 

@@ -27,3 +27,9 @@ class PrepareDataConfig(StageConfig):
     # tiny:sft only: share of wrong math/code/if answers (headroom for RL) and the task mix.
     wrong_fraction: float = 0.2
     mix: dict[str, float] = field(default_factory=dict)
+    # Filters on the training rows (issue 11): drop rows whose prompt shares a word n-gram with (or equals,
+    # after normalisation) a benchmark prompt or a prompt of another data set (paper: 9-grams; SFT and RL
+    # prompts strictly disjoint). Benchmarks by name (math500, aime24, aime25, ifeval, humaneval, ...) or file.
+    decontaminate_against: list[str] = field(default_factory=list)
+    exclude_prompts_from: list[str] = field(default_factory=list)
+    ngram_n: int = 9

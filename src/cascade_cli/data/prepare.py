@@ -24,6 +24,7 @@ from cascade_cli.config.data import PrepareDataConfig
 from cascade_cli.config.structure import parse_overrides, structure, to_plain
 from cascade_cli.console import console
 from cascade_cli.data import tiny_tasks
+from cascade_cli.data.decontaminate import FilterResult, NgramIndex, build_index, filter_rows
 from cascade_cli.data.io import CARD_FILE, DATA_FILE, DOMAINS, HELDOUT_FILE, pref_pair
 from cascade_cli.data.normalize import normalize_row
 from cascade_cli.data.sources import (
@@ -37,6 +38,7 @@ from cascade_cli.data.sources import (
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
 from cascade_cli.jsonl import write_jsonl
 
+REMOVED_FILE = "removed.jsonl"
 PROGRESS_MIN_ROWS = 5000  # smaller inputs finish before a bar is worth drawing
 
 
@@ -65,6 +67,10 @@ def check_config(config: PrepareDataConfig) -> None:
             )
     if config.limit is not None and config.limit < 1:
         raise CascadeUsageError(f"prepare-data: limit: expected a count >= 1; found {config.limit}")
+    if config.ngram_n < 1:
+        raise CascadeUsageError(
+            f"prepare-data: ngram_n: expected an n-gram size >= 1; found {config.ngram_n}"
+        )
     if not 0.0 <= config.wrong_fraction <= 1.0:
         raise CascadeUsageError(
             f"prepare-data: wrong_fraction: expected a value in [0, 1]; found {config.wrong_fraction}"
@@ -201,6 +207,64 @@ def check_disjoint(train: list[dict[str, Any]], heldout: list[dict[str, Any]]) -
 
 
 # ---------------------------------------------------------------------------------------------------------
+# filters
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _filter_with_progress(rows: list[dict[str, Any]], index: NgramIndex, name: str) -> FilterResult:
+    chunk = 20_000
+    total = FilterResult([], [], dict.fromkeys(index.names, 0))
+    progress = Progress(
+        TextColumn(f"[bold]{name}[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=len(rows) < PROGRESS_MIN_ROWS,
+    )
+    with progress:
+        task = progress.add_task(name, total=len(rows))
+        for start in range(0, len(rows), chunk):
+            part = filter_rows(rows[start : start + chunk], index, name)
+            total.kept += part.kept
+            total.removed += part.removed
+            for key, count in part.removed_by.items():
+                total.removed_by[key] += count
+            progress.advance(task, min(chunk, len(rows) - start))
+    return total
+
+
+def apply_overlap_filters(
+    config: PrepareDataConfig, rows: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """(kept rows, removed records, filter reports) after --exclude-prompts-from and --decontaminate-against."""
+    removed: list[dict[str, Any]] = []
+    reports: list[dict[str, Any]] = []
+    for name, specs in (
+        ("exclude_prompts", config.exclude_prompts_from),
+        ("decontaminate", config.decontaminate_against),
+    ):
+        if not specs:
+            continue
+        index = build_index(list(specs), config.ngram_n)
+        result = _filter_with_progress(rows, index, name)
+        reports.append(
+            {
+                "name": name,
+                "ngram_n": config.ngram_n,
+                "against": dict(index.sizes),
+                "in": len(rows),
+                "out": len(result.kept),
+                "removed_by": result.removed_by,
+            }
+        )
+        rows = result.kept
+        removed += result.removed
+    return rows, removed, reports
+
+
+# ---------------------------------------------------------------------------------------------------------
 # data card
 # ---------------------------------------------------------------------------------------------------------
 
@@ -262,6 +326,12 @@ def _print_summary(card: dict[str, Any], out: Path, dry_run: bool) -> None:
             lengths = f"{stats.get('p50')}/{stats.get('p90')}/{stats.get('max')}" if stats else "-"
             table.add_row(domain, mode, str(count), str(heldout.get(domain, {}).get(mode, 0)), lengths)
     console.print(table)
+    for report in card["filters"][1:]:
+        by = ", ".join(f"{name} {count}" for name, count in report["removed_by"].items())
+        console.print(
+            f"{report['name']} ({report['ngram_n']}-grams): {report['in']} -> {report['out']} rows; removed by {by}",
+            soft_wrap=True,
+        )
     counts = card["counts"]
     console.print(
         f"source [bold]{card['source']}[/]: read {counts['read']}, wrote {counts['written']} to {DATA_FILE}"
@@ -296,6 +366,16 @@ def run_prepare_data(config: PrepareDataConfig) -> dict[str, Any]:
         read = len(rows)
         train, heldout, dropped = split_holdout(rows, config.holdout, config.seed)
     check_disjoint(train, heldout)
+    filters: list[dict[str, Any]] = [
+        {
+            "name": "holdout_overlap",
+            "in": len(train) + dropped,
+            "out": len(train),
+            "removed_by": {"holdout": dropped},
+        }
+    ]
+    train, removed, reports = apply_overlap_filters(config, train)
+    filters += reports
     card: dict[str, Any] = {
         "source": config.source,
         "source_kind": source.kind,
@@ -305,7 +385,9 @@ def run_prepare_data(config: PrepareDataConfig) -> dict[str, Any]:
             "written": len(train),
             "heldout": len(heldout),
             "dropped_holdout_overlap": dropped,
+            "removed_by_filters": len(removed),
         },
+        "filters": filters,
         "by_domain_mode": counts_by_domain_mode(train),
         "heldout_by_domain_mode": counts_by_domain_mode(heldout),
         "length_chars": length_stats(train),
@@ -319,6 +401,11 @@ def run_prepare_data(config: PrepareDataConfig) -> dict[str, Any]:
             write_jsonl(out / HELDOUT_FILE, heldout)
         elif (out / HELDOUT_FILE).exists():
             (out / HELDOUT_FILE).unlink()  # a stale file from an earlier run with holdout > 0
+        if removed:
+            write_jsonl(out / REMOVED_FILE, removed)
+            card["files"]["removed"] = REMOVED_FILE
+        elif (out / REMOVED_FILE).exists():
+            (out / REMOVED_FILE).unlink()
         card["fingerprint"] = fingerprint_files(written)
     else:
         card["fingerprint"] = None
@@ -327,6 +414,7 @@ def run_prepare_data(config: PrepareDataConfig) -> dict[str, Any]:
         "heldout": len(heldout),
         "read": read,
         "dropped_holdout_overlap": dropped,
+        "removed_by_filters": len(removed),
         "fingerprint": card["fingerprint"],
     }
     if not config.dry_run:
