@@ -78,7 +78,13 @@ def test_jsonl_with_field_map_becomes_math_rows(tmp_path, cli):
         "source": str(source),
     }
     card = json.loads((out / "data_card.json").read_text())
-    assert card["counts"] == {"read": 20, "written": 20, "heldout": 0, "dropped_holdout_overlap": 0}
+    assert card["counts"] == {
+        "read": 20,
+        "written": 20,
+        "heldout": 0,
+        "dropped_holdout_overlap": 0,
+        "removed_by_filters": 0,
+    }
     assert card["by_domain_mode"] == {"math": {"think": 20}}
     assert card["fingerprint"] == fingerprint_files([out / "data.jsonl"])
     manifest = json.loads((out / "cascade_stage.json").read_text())

@@ -235,3 +235,21 @@ def test_wrong_sft_answers_fail_the_domain_verifier(domain):
         assert score.passed == row["correct"], (row, score)
         outcomes[row["correct"]] += 1
     assert outcomes[True] and outcomes[False]
+
+
+def test_rows_use_only_the_tiny_tokenizers_characters(tmp_path):
+    """No <unk> when the embedded char-level tokenizer reads the rendered rows (and the data card counts tokens)."""
+    from cascade_cli import tiny
+    from cascade_cli.data.prepare import build_prepare_config, rendered_text, run_prepare_data
+
+    tokenizer = tiny.build_tokenizer()
+    for domain in tiny_tasks.TINY_DOMAINS:
+        texts = [rendered_text(row) for row in _rows(domain, 150, seed=6)]
+        for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]:
+            assert tokenizer.unk_token_id not in ids, domain
+    run_prepare_data(
+        build_prepare_config({"source": "tiny:sft", "out": str(tmp_path), "n": 100, "tokenizer": "tiny"})
+    )
+    card = json.loads((tmp_path / "data_card.json").read_text())
+    for key, stats in card["length_tokens"].items():
+        assert 0 < stats["p50"] <= stats["max"] < card["length_chars"][key]["max"]

@@ -33,3 +33,6 @@ class PrepareDataConfig(StageConfig):
     decontaminate_against: list[str] = field(default_factory=list)
     exclude_prompts_from: list[str] = field(default_factory=list)
     ngram_n: int = 9
+    # Token-length percentiles in the data card with this tokenizer: `tiny` (the embedded char-level one) or
+    # a tokenizer folder / model id; without it the card reports character lengths only.
+    tokenizer: str | None = None

@@ -304,6 +304,35 @@ def length_stats(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
     return {key: _percentiles(values) for key, values in sorted(lengths.items())}
 
 
+def load_tokenizer(spec: str) -> Any:
+    from cascade_cli import tiny
+
+    if tiny.is_tiny_spec(spec):
+        return tiny.build_tokenizer()
+    try:
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(spec)
+    except Exception as error:  # transformers raises OSError, ValueError, HF errors...
+        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise CascadeUsageError(f"tokenizer {spec}: could not load ({first_line})") from None
+
+
+def token_length_stats(rows: list[dict[str, Any]], tokenizer: Any) -> dict[str, dict[str, int]]:
+    """Token-length percentiles of the rendered rows per domain/mode."""
+    texts: dict[str, list[str]] = {}
+    for row in rows:
+        texts.setdefault(f"{row['domain']}/{row['mode']}", []).append(rendered_text(row))
+    stats = {}
+    for key, group in sorted(texts.items()):
+        lengths: list[int] = []
+        for start in range(0, len(group), 1024):
+            encoded = tokenizer(group[start : start + 1024], add_special_tokens=False)["input_ids"]
+            lengths += [len(ids) for ids in encoded]
+        stats[key] = _percentiles(lengths)
+    return stats
+
+
 def fingerprint_files(paths: list[Path]) -> str:
     digest = hashlib.sha256()
     for path in paths:
@@ -391,6 +420,11 @@ def run_prepare_data(config: PrepareDataConfig) -> dict[str, Any]:
         "by_domain_mode": counts_by_domain_mode(train),
         "heldout_by_domain_mode": counts_by_domain_mode(heldout),
         "length_chars": length_stats(train),
+        **(
+            {"length_tokens": token_length_stats(train, load_tokenizer(config.tokenizer))}
+            if config.tokenizer and train
+            else {}
+        ),
         "config": to_plain(config),
     }
     written = [out / DATA_FILE] + ([out / HELDOUT_FILE] if heldout else [])
