@@ -22,7 +22,7 @@ from cascade_cli.chat import MODES, render_messages, render_prompt
 from cascade_cli.checkpoint import write_manifest
 from cascade_cli.config.data import PrepareDataConfig
 from cascade_cli.config.structure import parse_overrides, structure, to_plain
-from cascade_cli.console import console
+from cascade_cli.console import console, print_warning
 from cascade_cli.data import tiny_tasks
 from cascade_cli.data.decontaminate import FilterResult, NgramIndex, build_index, filter_rows
 from cascade_cli.data.io import CARD_FILE, DATA_FILE, DOMAINS, HELDOUT_FILE, pref_pair
@@ -464,4 +464,6 @@ def run_prepare_data(config: PrepareDataConfig) -> dict[str, Any]:
             timings={"seconds": round(time.time() - started, 3)},
         )
     _print_summary(card, out, config.dry_run)
+    if not train:
+        print_warning(f"{out / DATA_FILE}: no rows left after the filters; later stages cannot read it")
     return metrics
