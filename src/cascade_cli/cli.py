@@ -74,6 +74,66 @@ def main() -> None:
 # ----------------------------------------------------------------------------------------------------------
 
 
+def _comma_list(text: str | None) -> list[str] | None:
+    return [item.strip() for item in text.split(",") if item.strip()] if text else None
+
+
+@app.command("prepare-data")
+def prepare_data_command(
+    overrides: Annotated[
+        list[str] | None,
+        typer.Argument(help="More config keys as key=value, e.g. wrong_fraction=0.3 split=test", show_default=False),
+    ] = None,
+    source: Annotated[
+        str | None,
+        typer.Option(
+            "--source",
+            help="tiny:DOMAIN (math|code|if|pref|general|sft), a .jsonl/.json/.parquet file or folder, or a hub id.",
+        ),
+    ] = None,
+    out: Annotated[str | None, typer.Option("--out", help="Output folder (data.jsonl, heldout.jsonl, data_card.json).")] = None,
+    domain: Annotated[
+        str | None, typer.Option("--domain", help="Domain of every row: sft|pref|if|math|code|swe|general.")
+    ] = None,
+    n: Annotated[int | None, typer.Option("--n", help="Rows to generate for tiny:* sources.")] = None,
+    holdout: Annotated[int | None, typer.Option("--holdout", help="Rows held out to heldout.jsonl.")] = None,
+    field_map: Annotated[
+        str | None, typer.Option("--map", help="Column mapping NAME=COLUMN,..., e.g. prompt=question,answer=solution.")
+    ] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="Read at most this many source rows.")] = None,
+    mode: Annotated[str | None, typer.Option("--mode", help="think or no_think for every row.")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Seed for tiny generation and the hold-out draw.")] = None,
+    decontaminate_against: Annotated[
+        str | None,
+        typer.Option(
+            "--decontaminate-against",
+            help="Drop rows sharing a word n-gram (ngram_n=9) with these benchmarks/files: math500,aime24,FILE.",
+        ),
+    ] = None,
+    exclude_prompts_from: Annotated[
+        str | None,
+        typer.Option("--exclude-prompts-from", help="Drop rows whose prompt is in (or overlaps) these data files."),
+    ] = None,
+) -> None:
+    """Turn a source into canonical rows: OUT/data.jsonl, OUT/heldout.jsonl and OUT/data_card.json.
+
+    Filters (counts in the data card, removed ids in OUT/removed.jsonl): --exclude-prompts-from keeps SFT and
+    RL prompts disjoint; --decontaminate-against drops rows that overlap benchmark prompts.
+
+    Example: [bold]cascade prepare-data --source tiny:math --out data/math --n 400 --holdout 100[/]
+    """
+    from cascade_cli.data.prepare import build_prepare_config, run_prepare_data
+    from cascade_cli.data.sources import parse_field_map
+
+    values = {
+        "source": source, "out": out, "domain": domain, "n": n, "holdout": holdout, "limit": limit,
+        "mode": mode, "seed": seed, "map": parse_field_map(field_map) or None,
+        "decontaminate_against": _comma_list(decontaminate_against),
+        "exclude_prompts_from": _comma_list(exclude_prompts_from),
+    }
+    run_prepare_data(build_prepare_config(values, overrides or []))
+
+
 # ----------------------------------------------------------------------------------------------------------
 # sft (foundation)
 # ----------------------------------------------------------------------------------------------------------
