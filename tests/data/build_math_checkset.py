@@ -16,17 +16,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 from fractions import Fraction
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-# shared/ sits beside the checkout (CI, /work/main) or inside it; worktrees live one level deeper.
+# shared/ sits beside the checkout (CI, /work/main) or inside it; $CASCADE_SHARED_DATA overrides (tests/conftest.py).
 SOURCE_CANDIDATES = [
-    base / "shared" / "data" / "math500" / "test.jsonl" for base in (REPO, REPO.parent, REPO.parent.parent)
+    Path(base) / "math500" / "test.jsonl"
+    for base in (
+        os.environ.get("CASCADE_SHARED_DATA", ""),
+        REPO.parent / "shared" / "data",
+        REPO / "shared" / "data",
+        "/work/shared/data",
+    )
+    if base
 ]
-DEFAULT_SOURCE = next((path for path in SOURCE_CANDIDATES if path.exists()), SOURCE_CANDIDATES[1])
+DEFAULT_SOURCE = next((path for path in SOURCE_CANDIDATES if path.exists()), SOURCE_CANDIDATES[-1])
 DEFAULT_OUT = HERE / "math_checkset.jsonl"
 
 INTEGER = re.compile(r"^-?\d+$")

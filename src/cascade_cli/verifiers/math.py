@@ -18,6 +18,7 @@ from typing import Any
 from cascade_cli.chat import answer_text, split_response
 from cascade_cli.verifiers.base import RecordError, Score, Verifier, parse_label, require_response
 from cascade_cli.verifiers.deadline import DeadlineExceeded, run_with_deadline
+from cascade_cli.verifiers.math_numeric import numeric_verdict, strip_unit, structured_verdict
 
 # An answer longer than this is not a final answer; sympy on it could run for minutes inside C code.
 MAX_ANSWER_CHARS = 400
@@ -38,8 +39,9 @@ for _name in ("math_verify.parser", "math_verify.grader"):
 # ---- extraction -------------------------------------------------------------------------------------
 
 _BOX_COMMAND = re.compile(r"\\(?:boxed|fbox)\s*")
+# Markdown emphasis may sit around the phrase: "**Final Answer:** 5", "**Answer**: 5".
 _ANSWER_PHRASE = re.compile(
-    r"(?:final\s+answer\s*(?:is|:|=)|the\s+answer\s*(?:is|:|=)|\banswer\s*:|\bans\s*:)\s*",
+    r"(?:final\s+answer[*_\s]*(?:is|:|=)|the\s+answer[*_\s]*(?:is|:|=)|\banswer[*_\s]*:|\bans\s*:)[*_\s]*",
     re.IGNORECASE,
 )
 # `\$` is an escaped dollar sign (a currency answer), never a delimiter.
@@ -101,8 +103,8 @@ def _after_answer_phrase(text: str) -> str | None:
         return next(group for group in math.groups() if group is not None).strip()
     line = rest.split("\n", 1)[0].strip()
     # "The answer is 12." / "Answer: 3, since ..." -> keep the answer, drop the sentence end.
-    line = re.split(r"\.\s|\.$|;\s|\s(?:since|because|as|which)\s", line, maxsplit=1)[0]
-    line = line.strip().rstrip(".").strip()
+    line = re.split(r"\.\s|\.$|;\s|,?\s+(?:since|because|as|which|where)\s", line, maxsplit=1)[0]
+    line = line.strip().rstrip(".,;:").strip()
     return _strip_math_delimiters(line) or None
 
 
@@ -178,21 +180,32 @@ def as_number(text: str) -> Fraction | None:
     return None
 
 
+_ASSIGNMENT = re.compile(r"^\s*[A-Za-z]\s*=\s*([^=]+)$")
+
+
 def fast_verdict(gold: str, predicted: str) -> bool | None:
     """True/False when decidable without sympy, else None."""
+    assignment = _ASSIGNMENT.match(predicted)
+    if assignment and "=" not in gold:  # "x = 3" answers "3" (math-verify reads it the same way)
+        predicted = assignment.group(1)
     gold_norm, predicted_norm = normalize(gold), normalize(predicted)
     if gold_norm == predicted_norm and gold_norm:
         return True
     gold_number, predicted_number = as_number(gold_norm), as_number(predicted_norm)
-    if gold_number is None or predicted_number is None:
+    if gold_number is not None and predicted_number is not None:
+        if gold_number == predicted_number:
+            return True
+        # A rounded decimal of a repeating fraction (1/3 vs 0.333333) is math-verify's call, not ours.
+        scale = max(abs(gold_number), Fraction(1))
+        if abs(gold_number - predicted_number) / scale < Fraction(1, 10**4):
+            return None
+        return False
+    gold_light = strip_unit(_strip_math_delimiters(gold).rstrip("."))
+    predicted_light = strip_unit(_strip_math_delimiters(predicted).rstrip("."))
+    if _THOUSANDS.match(gold_light) or _THOUSANDS.match(predicted_light):
         return None
-    if gold_number == predicted_number:
-        return True
-    # A rounded decimal of a repeating fraction (1/3 vs 0.333333) is math-verify's call, not ours.
-    scale = max(abs(gold_number), Fraction(1))
-    if abs(gold_number - predicted_number) / scale < Fraction(1, 10**4):
-        return None
-    return False
+    verdict = numeric_verdict(gold_light, predicted_light)
+    return verdict if verdict is not None else structured_verdict(gold_light, predicted_light)
 
 
 # ---- math-verify ------------------------------------------------------------------------------------
@@ -271,7 +284,7 @@ class MathVerifier(Verifier):
         gold = gold_answer(parse_label(record))
         extracted, how = extract_answer(response)
         details: dict[str, Any] = {"extracted": extracted, "gold": gold, "extraction": how}
-        if extracted is None:
+        if not extracted:
             return Score(0.0, False, {**details, "verdict": "no_answer", "path": "extract"})
         fast = fast_verdict(gold, extracted)
         if fast is not None:
