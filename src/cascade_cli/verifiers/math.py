@@ -183,6 +183,20 @@ def as_number(text: str) -> Fraction | None:
 _ASSIGNMENT = re.compile(r"^\s*[A-Za-z]\s*=\s*([^=]+)$")
 
 
+_BASE_NUMBER = re.compile(r"^([0-9A-Za-z]+)_\{?(\d+)\}?$")
+
+
+def as_base_number(text: str) -> tuple[int, int] | None:
+    """`4210_{5}` -> (value, base) for a numeral written in base 2..36, else None."""
+    match = _BASE_NUMBER.match(text)
+    if not match or not 2 <= int(match.group(2)) <= 36:
+        return None
+    try:
+        return int(match.group(1), int(match.group(2))), int(match.group(2))
+    except ValueError:
+        return None
+
+
 def fast_verdict(gold: str, predicted: str) -> bool | None:
     """True/False when decidable without sympy, else None."""
     assignment = _ASSIGNMENT.match(predicted)
@@ -197,9 +211,13 @@ def fast_verdict(gold: str, predicted: str) -> bool | None:
             return True
         # A rounded decimal of a repeating fraction (1/3 vs 0.333333) is math-verify's call, not ours.
         scale = max(abs(gold_number), Fraction(1))
-        if abs(gold_number - predicted_number) / scale < Fraction(1, 10**4):
+        rounded = "." in gold_norm or "." in predicted_norm
+        if rounded and abs(gold_number - predicted_number) / scale < Fraction(1, 10**4):
             return None
         return False
+    gold_base, predicted_base = as_base_number(gold_norm), as_base_number(predicted_norm)
+    if gold_base is not None and predicted_base is not None:
+        return gold_base == predicted_base
     gold_light = strip_unit(_strip_math_delimiters(gold).rstrip("."))
     predicted_light = strip_unit(_strip_math_delimiters(predicted).rstrip("."))
     if _THOUSANDS.match(gold_light) or _THOUSANDS.match(predicted_light):

@@ -227,9 +227,8 @@ def numeric_verdict(gold: str, predicted: str) -> bool | None:
     """
     try:
         gold_tokens, predicted_tokens = tokenize(gold), tokenize(predicted)
-        names = variables_of(gold_tokens)
-        if names != variables_of(predicted_tokens):
-            return None
+        names = variables_of(gold_tokens) | variables_of(predicted_tokens)
+        same_variables = variables_of(gold_tokens) == variables_of(predicted_tokens)
         verdicts = []
         for point in range(len(_POINTS) if names else 1):
             gold_value = evaluate(gold, point, names)
@@ -244,6 +243,9 @@ def numeric_verdict(gold: str, predicted: str) -> bool | None:
                 return None
     except (Unsupported, OverflowError, ZeroDivisionError, ValueError):
         return None
+    if not same_variables:
+        # x + 1 against y + 1: different values somewhere means wrong; the same values is math-verify's call
+        return False if not all(verdicts) else None
     return all(verdicts)
 
 
