@@ -83,7 +83,9 @@ def test_one_short_foreign_phrase_is_not_a_switch() -> None:
 def test_non_english_prompts_use_their_own_script_and_language() -> None:
     chinese = "求所有满足 $x^2 < 10$ 的整数 $x$ 之和。"
     assert not detect_code_switch(chinese, "因为 $x^2<10$，所以 x 取 -3 到 3，和为 \\boxed{0}。").switched
-    english_answer = detect_code_switch(chinese, "We need all integers with x squared below ten; they cancel, so 0.")
+    english_answer = detect_code_switch(
+        chinese, "We need all integers with x squared below ten; they cancel, so 0."
+    )
     assert english_answer.switched and english_answer.prompt_script == "han"
     japanese = "次の整数の和を求めよ。"
     assert not detect_code_switch(japanese, "整数の和は 0 です。").switched  # kana + kanji together
@@ -131,7 +133,10 @@ def test_verifier_score_applies_the_code_switch_reward_generically() -> None:
     penalised = _EchoVerifier(code_switch_reward=0.0).score(switched)
     assert (penalised.reward, penalised.passed) == (0.0, False)
     assert penalised.details["echo"] and penalised.details["code_switch"] is True
-    assert penalised.details["reward_before_code_switch"] == 1.0 and "han" in penalised.details["code_switch_reason"]
+    assert (
+        penalised.details["reward_before_code_switch"] == 1.0
+        and "han" in penalised.details["code_switch_reason"]
+    )
     assert _EchoVerifier(code_switch_reward=0.0).score(clean).details["code_switch"] is False
     messages = [{"role": "system", "content": "你是助手"}, {"role": "user", "content": EN_PROMPT}]
     assert _EchoVerifier(code_switch_reward=-1.0).score({**switched, "prompt": messages}).reward == -1.0

@@ -100,7 +100,8 @@ def test_unfinished_thinking_scores_zero_with_reason() -> None:
         ("\\frac{\\pi}{2}", "\\pi/2", True),
         ("\\frac{\\sqrt{3}}{2}", "0.866", False),
         ("10^{20}+1", "10^{20}", False),  # exact rationals, no float rounding
-        ("x", "y", None),  # different variables: math-verify's call
+        ("x", "y", False),  # different variables, different values
+        ("3R^2", "3r^2", None),  # only the case differs: math-verify's call (it folds case in places)
         ("\\text{Navin}", "\\text{Nivan}", None),  # words are not products of variables
         ("\\frac{7}{2}", "3\\frac{1}{2}", None),  # mixed number: math-verify's call
         ("59", "59 \\text{ cents}", True),
@@ -213,6 +214,7 @@ def test_math_code_switch_penalty_default_minus_one_and_configurable() -> None:
 # ---- the MATH-500 check set -------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # rebuilding runs sympy over all 500 answers (~5-15 s)
 def test_checkset_is_what_the_builder_makes(shared_data: Path) -> None:
     spec = importlib.util.spec_from_file_location("build_math_checkset", BUILDER)
     assert spec and spec.loader
@@ -253,12 +255,12 @@ def test_checkset_precision_and_recall() -> None:
 
 
 def _mixed_records(count: int) -> list[dict]:
-    """Check-set rows, half of them ones the fast path leaves to math-verify (sympy, in the threads)."""
+    """Check-set rows, a third of them ones the fast path leaves to math-verify (sympy, in the threads)."""
     slow, fast = [], []
     for row in load_checkset():
         extracted, _ = extract_answer(row["response"])
         (slow if extracted and fast_verdict(row["answer"], extracted) is None else fast).append(row)
-    chosen = slow[:: max(1, len(slow) // (count // 2))][: count // 2]
+    chosen = slow[:: max(1, len(slow) // (count // 3))][: count // 3]
     chosen += fast[:: max(1, len(fast) // (count - len(chosen)))][: count - len(chosen)]
     return [
         {"id": row["id"], "response": row["response"], "label": {"answer": row["answer"]}, "domain": "math"}
@@ -271,7 +273,7 @@ def test_threads_and_process_pool_match_sequential_scores() -> None:
     assert len(records) == 200
     verifier = MathVerifier()
     sequential = [verifier.score(record) for record in records]
-    assert Counter(s.details["path"] for s in sequential)["math_verify"] >= 90
+    assert Counter(s.details["path"] for s in sequential)["math_verify"] >= 60
     with ThreadPoolExecutor(max_workers=8) as pool:
         threaded = list(pool.map(verifier.score, records))
     pooled = verify_batch(records, workers=2)
