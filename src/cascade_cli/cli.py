@@ -5,6 +5,7 @@ Commands delivered by later work are registered only once they work.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -92,9 +93,219 @@ def main() -> None:
 # ----------------------------------------------------------------------------------------------------------
 
 
+def _verify_options(option: list[str], domain: str | None, unsafe_no_sandbox: bool, all_tests: bool):
+    from cascade_cli.scoring import parse_options
+
+    options = parse_options(option, domain)
+    if unsafe_no_sandbox:
+        options.setdefault("code", {})["unsafe_no_sandbox"] = True
+    if all_tests:
+        options.setdefault("code", {})["all_tests"] = True
+    return options
+
+
+@app.command("verify")
+def verify_command(
+    input: Annotated[
+        Path | None, typer.Option("--input", "-i", help="Rollout records (JSONL): id, prompt, response, label, domain.")
+    ] = None,
+    domain: Annotated[
+        str | None, typer.Option("--domain", "-d", help="Score every record as this domain (else each record's own).")
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write the records with reward, passed, details, latency.")
+    ] = None,
+    workers: Annotated[int, typer.Option("--workers", "-w", min=1, help="Worker processes.")] = 1,
+    json_summary: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout.")] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 2 when any row is bad (missing field, bad label).")] = False,
+    option: Annotated[
+        list[str] | None,
+        typer.Option("--option", "-O", help="Verifier option key=value (or domain.key=value); repeatable."),
+    ] = None,
+    unsafe_no_sandbox: Annotated[
+        bool, typer.Option("--unsafe-no-sandbox", help="code: run tests without the sandbox (trusted code only).")
+    ] = False,
+    all_tests: Annotated[bool, typer.Option("--all-tests", help="code: run every test, not stop at the first failure.")] = False,
+    serve: Annotated[
+        bool, typer.Option("--serve", help="Run the HTTP reward service (OpenRLHF --reward.remote_url) instead.")
+    ] = False,
+    host: Annotated[str, typer.Option("--host", help="--serve: address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="--serve: port (0 picks a free one).")] = 5000,
+    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="--serve: seconds per request.")] = 60.0,
+    print_reward_func_path: Annotated[
+        bool, typer.Option("--print-reward-func-path", help="Print the path of the OpenRLHF reward_func file.")
+    ] = False,
+    export_reward_func: Annotated[
+        Path | None, typer.Option("--export-reward-func", help="Write an OpenRLHF reward_func file to PATH.")
+    ] = None,
+) -> None:
+    """Score rollouts with the verifiers, or serve rewards to OpenRLHF over HTTP.
+
+    Example: [bold]cascade verify --domain math --input rollouts.jsonl --output scored.jsonl --workers 2[/]
+
+    Example: [bold]cascade verify --serve --port 5000 --workers 4[/]  (then OpenRLHF
+    --reward.remote_url http://HOST:5000/get_reward)
+
+    Example: [bold]cascade verify --export-reward-func reward.py[/]  (then --reward.remote_url reward.py)
+    """
+    from cascade_cli import reward_func, scoring
+    from cascade_cli.console import console, stdout
+
+    options = _verify_options(option or [], domain, unsafe_no_sandbox, all_tests)
+    if print_reward_func_path:
+        typer.echo(reward_func.module_path())
+        return
+    if export_reward_func is not None:
+        path = reward_func.export(export_reward_func, domain=domain, options=options)
+        console.print(f"wrote {path}; pass it to OpenRLHF as --reward.remote_url {path}")
+        return
+    if serve:
+        from cascade_cli.serve import run_server
+
+        run_server(host=host, port=port, workers=workers, timeout_s=timeout, domain=domain, options=options)
+        return
+    if input is None:
+        raise CascadeUsageError("--input is required (a JSONL file of rollout records), unless --serve is given")
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("verifying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=console, transient=True, disable=json_summary,
+    ) as progress:
+        task = progress.add_task("verify", total=None)
+        summary, rows = scoring.verify_file(
+            input, output, domain=domain, options=options, workers=workers,
+            on_total=lambda total: progress.update(task, total=total),
+            on_progress=lambda done: progress.advance(task, done),
+        )
+    bad = [row["error"] for row in rows if "error" in row]
+    if json_summary:
+        typer.echo(json.dumps(summary))
+    else:
+        stdout.print(scoring.summary_table(summary, title=f"cascade verify {input.name}"))
+        for message in bad[:10]:
+            console.print(f"[yellow]bad row[/] {message}", markup=True, soft_wrap=True)
+        if len(bad) > 10:
+            console.print(f"... and {len(bad) - 10} more bad rows (see 'error' in the output)")
+    if strict and bad:
+        raise CascadeUsageError(f"{len(bad)} bad row(s) in {input}; first: {bad[0]}")
+
+
 # ----------------------------------------------------------------------------------------------------------
 # eval / report
 # ----------------------------------------------------------------------------------------------------------
+
+
+def _print_eval_table(results: dict, title: str) -> None:
+    from rich.table import Table
+
+    from cascade_cli.console import stdout
+
+    table = Table(title=title)
+    table.add_column("benchmark", no_wrap=True)
+    for column in ("problems", "samples", "score", "metrics", "truncated", "errors"):
+        table.add_column(column, justify="left" if column == "metrics" else "right")
+    for name, summary in results["benchmarks"].items():
+        metrics = "\n".join(f"{key} {value:.1f}" for key, value in summary["metrics"].items())
+        table.add_row(
+            name, str(summary["problems"]), str(summary["samples"]), f"{summary['score']:.1f}", metrics,
+            str(summary["truncated"]), str(summary["errors"]),
+        )
+    stdout.print(table)
+
+
+@app.command("eval")
+def eval_command(
+    model: Annotated[Path | None, typer.Option("--model", help="Checkpoint directory (HF save_pretrained).")] = None,
+    benchmarks: Annotated[
+        str | None,
+        typer.Option("--benchmarks", help="Comma-separated: math500, aime24, aime25, ifeval, humaneval, code_stdio, "
+                     "tiny_math, tiny_code, tiny_if, mcq:FILE, code_stdio:FILE, hf:DATASET[:SPLIT]."),
+    ] = None,
+    benchmark_file: Annotated[
+        Path | None, typer.Option("--benchmark-file", help="A local JSONL benchmark (canonical or raw rows).")
+    ] = None,
+    domain: Annotated[str | None, typer.Option("--domain", help="Domain for --benchmark-file / hf: / --responses.")] = None,
+    responses: Annotated[
+        Path | None, typer.Option("--responses", help="Score this JSONL of responses instead of generating.")
+    ] = None,
+    k: Annotated[int | None, typer.Option("--k", help="Samples per problem (default: the benchmark's).")] = None,
+    mode: Annotated[str | None, typer.Option("--mode", help="think | no_think (default: the benchmark's).")] = None,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Max new tokens per sample.")] = 1024,
+    temperature: Annotated[float, typer.Option("--temperature")] = 0.6,
+    top_p: Annotated[float, typer.Option("--top-p")] = 0.95,
+    limit: Annotated[int | None, typer.Option("--limit", help="Only the first N problems of each benchmark.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Where results.json and samples.jsonl go.")] = None,
+    backend: Annotated[str, typer.Option("--backend", help="auto | vllm | hf")] = "auto",
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    workers: Annotated[int, typer.Option("--workers", help="Verifier processes.")] = 1,
+) -> None:
+    """Evaluate a checkpoint on benchmarks (avg@k and pass@k), or score a responses file.
+
+    Example: cascade eval --model runs/tiny/math_rl --benchmarks tiny_math,math500 --k 4 --limit 50
+    """
+    from cascade_cli.console import console
+    from cascade_cli.evaluation.run import evaluate_checkpoint, score_responses
+
+    if responses is not None:
+        if model is not None:
+            raise CascadeUsageError("give either --model (generate) or --responses (score a file), not both")
+        out = out or Path("runs") / "eval" / responses.stem
+        with console.status(f"scoring {responses}"):
+            results = score_responses(
+                responses, benchmarks, domain=domain, benchmark_file=benchmark_file, limit=limit, k=k,
+                workers=workers, out_dir=out,
+            )
+        _print_eval_table(results, f"responses {responses}")
+    else:
+        if model is None:
+            raise CascadeUsageError("--model CKPT is required (or --responses FILE to score given responses)")
+        out = out or Path("runs") / "eval" / model.name
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console) as bar:
+            task = bar.add_task("loading", total=None)
+
+            def report(name: str, done: int, total: int) -> None:
+                verb = "generating + scoring" if done < total else "done"
+                bar.update(task, description=f"{name}: {verb} ({total} problems)")
+
+            results = evaluate_checkpoint(
+                model, benchmarks or [], k, mode=mode, max_tokens=max_tokens, temperature=temperature, top_p=top_p,
+                limit=limit, backend=backend, seed=seed, workers=workers, out_dir=out,
+                benchmark_file=benchmark_file, domain=domain, progress=report,
+            )
+        _print_eval_table(results, f"{model} ({results['settings']['backend_used']})")
+    console.print(f"results: {out / 'results.json'}  samples: {out / 'samples.jsonl'}")
+
+
+@app.command("report")
+def report_command(
+    run_dir: Annotated[Path, typer.Argument(help="Run directory with eval/<stage>/results.json (and run.json).")],
+    max_regression: Annotated[
+        float, typer.Option("--max-regression", help="Flag a drop of more than this many points after a stage.")
+    ] = 3.0,
+    fail_on_regression: Annotated[
+        bool, typer.Option("--fail-on-regression", help="Exit 1 when a regression is flagged.")
+    ] = False,
+) -> None:
+    """Write report.md (stage x benchmark table with deltas) and report.png (scores across stages).
+
+    Example: cascade report runs/tiny --max-regression 3
+    """
+    from cascade_cli.console import console, print_warning, stdout
+    from cascade_cli.evaluation.report import write_report
+
+    report = write_report(run_dir, max_regression=max_regression)
+    stdout.print(Path(report["markdown"]).read_text())
+    for regression in report["regressions"]:
+        print_warning(
+            f"{regression['benchmark']} fell {-regression['delta']:.1f} points after stage {regression['stage']}"
+        )
+    console.print(f"report: {report['markdown']}  plot: {report['plot']}")
+    if fail_on_regression and report["regressions"]:
+        raise typer.Exit(1)
 
 
 # ----------------------------------------------------------------------------------------------------------
