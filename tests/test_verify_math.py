@@ -301,3 +301,20 @@ def test_pathological_expression_times_out_in_a_thread_instead_of_hanging() -> N
 def test_huge_exponent_is_refused_before_sympy() -> None:
     result = score("\\boxed{2^{2^{2^{100000}}}}", {"answer": "7"})
     assert (result.reward, result.details["verdict"]) == (0.0, "too_complex")
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "\\boxed{" * 20000,  # a flood of unclosed boxes
+        "\\boxed{" + "(" * 5000 + "1" + ")" * 5000 + "}",  # nesting deeper than Python's recursion limit
+        "$" * 50000,
+        "The answer is " + "1+" * 20000 + "1",
+    ],
+)
+def test_adversarial_responses_return_quickly_without_errors(response: str) -> None:
+    started = time.monotonic()
+    result = MathVerifier(timeout_s=2.0).score({"response": response, "label": "1"})
+    assert time.monotonic() - started < 10
+    assert result.reward == 0.0 and "error" not in result.details
+    assert result.details["verdict"] in {"no_answer", "too_complex", "wrong", "timeout"}

@@ -38,6 +38,7 @@ for _name in ("math_verify.parser", "math_verify.grader"):
 
 # ---- extraction -------------------------------------------------------------------------------------
 
+_MAX_BOX_CANDIDATES = 8
 _BOX_COMMAND = re.compile(r"\\(?:boxed|fbox)\s*")
 # Markdown emphasis may sit around the phrase: "**Final Answer:** 5", "**Answer**: 5".
 _ANSWER_PHRASE = re.compile(
@@ -72,7 +73,8 @@ def _balanced_group(text: str, open_at: int) -> str | None:
 
 def last_boxed(text: str) -> str | None:
     """The argument of the last complete `\\boxed{...}` or `\\fbox{...}`; `\\boxed 5` also counts."""
-    for match in reversed(list(_BOX_COMMAND.finditer(text))):
+    # Only the last few candidates: a flood of unclosed `\boxed{` would otherwise cost quadratic time.
+    for match in list(_BOX_COMMAND.finditer(text))[-_MAX_BOX_CANDIDATES:][::-1]:
         start = match.end()
         if start < len(text) and text[start] == "{":
             content = _balanced_group(text, start)

@@ -245,7 +245,7 @@ def numeric_verdict(gold: str, predicted: str) -> bool | None:
                 verdicts.append(False)
             else:
                 return None
-    except (Unsupported, OverflowError, ZeroDivisionError, ValueError):
+    except (Unsupported, OverflowError, ZeroDivisionError, ValueError, RecursionError):
         return None
     if not same_variables:
         # x + 1 against y + 1: different values somewhere means wrong; the same values is math-verify's call
@@ -294,7 +294,7 @@ def _scalar(text: str) -> Value | None:
         if not tokens or variables_of(tokens):
             return None
         return evaluate(text)
-    except (Unsupported, OverflowError, ZeroDivisionError, ValueError):
+    except (Unsupported, OverflowError, ZeroDivisionError, ValueError, RecursionError):
         return None
 
 
