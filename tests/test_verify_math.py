@@ -112,6 +112,8 @@ def test_unfinished_thinking_scores_zero_with_reason() -> None:
         ("1,-2", "-2, 1", None),
         ("x = 5", "5", None),
         ("3", "x = 3", True),
+        ("50\\%", "50", True),
+        ("50\\%", "0.5", None),  # math-verify accepts a percentage as its fraction
     ],
 )
 def test_fast_verdict(gold: str, predicted: str, verdict) -> None:
@@ -141,6 +143,7 @@ def test_fast_path_and_math_verify_path_are_reported() -> None:
         ("9 \\text{ inches}", "9"),
         ("6 + 9 i", "6+9i"),
         ("C", "\\text{(C)}"),
+        ("0.5", "50\\%"),
     ],
 )
 def test_equivalent_forms_through_math_verify(predicted: str, gold: str) -> None:

@@ -201,6 +201,13 @@ def as_base_number(text: str) -> tuple[int, int] | None:
 
 def fast_verdict(gold: str, predicted: str) -> bool | None:
     """True/False when decidable without sympy, else None."""
+    verdict = _fast_verdict(gold, predicted)
+    if verdict is False and ("%" in gold or "%" in predicted):
+        return None  # 50% against 0.5: math-verify reads them as equal; so do we, through it
+    return verdict
+
+
+def _fast_verdict(gold: str, predicted: str) -> bool | None:
     assignment = _ASSIGNMENT.match(predicted)
     if assignment and "=" not in gold:  # "x = 3" answers "3" (math-verify reads it the same way)
         predicted = assignment.group(1)
