@@ -321,3 +321,21 @@ def test_adversarial_responses_return_quickly_without_errors(response: str) -> N
     assert time.monotonic() - started < 10
     assert result.reward == 0.0 and "error" not in result.details
     assert result.details["verdict"] in {"no_answer", "too_complex", "wrong", "timeout"}
+
+
+@pytest.mark.slow  # runs math-verify on ~6,000 answers (~2-5 min)
+def test_fast_path_agrees_with_math_verify_on_the_check_set() -> None:
+    """Every row the fast path decides, math-verify (on the same extracted answer) decides the same way,
+    except where math-verify itself is wrong: `30°` (it does not read the degree sign) and `\\text{1.25}`."""
+    from cascade_cli.verifiers.math import math_verify_equal
+
+    known_math_verify_misses = {"degree_symbol", "text_wrapper"}
+    verifier = MathVerifier(code_switch_reward=None)
+    disagreements = []
+    for row in load_checkset():
+        result = verifier.score({"response": row["response"], "label": {"answer": row["answer"]}})
+        if result.details["path"] != "fast" or row["category"] in known_math_verify_misses:
+            continue
+        if math_verify_equal(row["answer"], result.details["extracted"]) != result.passed:
+            disagreements.append((row["id"], result.details["extracted"], result.passed))
+    assert disagreements == []

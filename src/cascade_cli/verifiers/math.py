@@ -185,6 +185,15 @@ def as_number(text: str) -> Fraction | None:
 _ASSIGNMENT = re.compile(r"^\s*[A-Za-z]\s*=\s*([^=]+)$")
 
 
+_GROUPED_DIGITS = re.compile(r"\d,\d{3}(?!\d)")
+
+
+def _light(answer: str) -> str:
+    """Delimiters, final period, trailing unit and LaTeX thin spaces in digit groups (`10,\\!080`) removed."""
+    text = strip_unit(_strip_math_delimiters(answer).rstrip("."))
+    return re.sub(r",\s*(?:\\!|\{\})\s*", ",", text).replace("{,}", ",")
+
+
 _BASE_NUMBER = re.compile(r"^([0-9A-Za-z]+)_\{?(\d+)\}?$")
 
 
@@ -227,10 +236,9 @@ def _fast_verdict(gold: str, predicted: str) -> bool | None:
     gold_base, predicted_base = as_base_number(gold_norm), as_base_number(predicted_norm)
     if gold_base is not None and predicted_base is not None:
         return gold_base == predicted_base
-    gold_light = strip_unit(_strip_math_delimiters(gold).rstrip("."))
-    predicted_light = strip_unit(_strip_math_delimiters(predicted).rstrip("."))
-    if _THOUSANDS.match(gold_light) or _THOUSANDS.match(predicted_light):
-        return None
+    gold_light, predicted_light = _light(gold), _light(predicted)
+    if _GROUPED_DIGITS.search(gold_light) or _GROUPED_DIGITS.search(predicted_light):
+        return None  # "10,080": a thousands separator or a list? math-verify's call
     verdict = numeric_verdict(gold_light, predicted_light)
     return verdict if verdict is not None else structured_verdict(gold_light, predicted_light)
 
