@@ -116,6 +116,11 @@ def test_git_made_patches_get_the_eq2_rewards(repo):
     wrong = score(diff({"pkg/calc.py": CALC.replace("a * b", "b * a * 1")}), golden, originals)
     assert 0 < wrong.reward < partial.reward < 1, (wrong, partial)
     assert partial.details["files"] == ["pkg/calc.py"]
+    # SWE-RL's mean over files: calc.py matches exactly (1), util.py was left out (0).
+    assert partial.reward == 0.5 and partial.details["file_similarity"] == {
+        "pkg/calc.py": 1.0,
+        "pkg/util.py": 0.0,
+    }
 
     # Unchanged code scores 0: a hunk that removes a line and adds it back, and a hunk of context only.
     same = "--- a/pkg/calc.py\n+++ b/pkg/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a - b\n"
