@@ -23,6 +23,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import unidiff
+
+try:  # the same algorithm and ratios as difflib's SequenceMatcher, compiled (about 30x faster here)
+    from cydifflib import SequenceMatcher
+except ImportError:  # pragma: no cover - optional accelerator
+    from difflib import SequenceMatcher
 from unidiff.constants import LINE_TYPE_NO_NEWLINE
 
 from cascade_cli.chat import SPECIAL_TOKENS, THINK_CLOSE
@@ -242,7 +247,7 @@ def lexical_similarity(candidate: dict[str, str], golden: dict[str, str]) -> tup
         if not left or not right:
             per_file[path] = 0.0
         else:
-            per_file[path] = difflib.SequenceMatcher(None, left, right, autojunk=False).ratio()
+            per_file[path] = SequenceMatcher(None, left, right, autojunk=False).ratio()
     return (sum(per_file.values()) / len(per_file) if per_file else 0.0), per_file
 
 
