@@ -1,0 +1,228 @@
+"""`cascade report RUN_DIR`: the stage x benchmark table (paper Tables 2, 4-8) and a Figure-1 style plot.
+
+Run directory layout read here:
+    RUN_DIR/run.json                   {"stages": ["sft", "rlhf", "if_rl", ...], ...}  (stage order)
+    RUN_DIR/eval/<stage>/results.json  what `cascade eval --out RUN_DIR/eval/<stage>` writes
+Stages with results but not listed in run.json come first when named `base`/`init`, else last (by time).
+Without run.json the stages are ordered by their results' `evaluated_at`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from cascade_cli.errors import CascadeUsageError
+
+RUN_MANIFEST = "run.json"
+EVAL_DIR = "eval"
+REPORT_MD = "report.md"
+REPORT_PNG = "report.png"
+LEADING_STAGES = ("base", "init")
+
+
+def stage_eval_dir(run_dir: str | Path, stage: str) -> Path:
+    return Path(run_dir) / EVAL_DIR / stage
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise CascadeUsageError(f"{path}: malformed JSON ({error.msg} at line {error.lineno})") from None
+
+
+def _stage_names(entries: Any, path: Path) -> list[str]:
+    if not isinstance(entries, list):
+        raise CascadeUsageError(
+            f"{path}: 'stages' must be a list of stage names; found {type(entries).__name__}"
+        )
+    names = []
+    for entry in entries:
+        name = entry.get("name") if isinstance(entry, dict) else entry
+        if not isinstance(name, str):
+            raise CascadeUsageError(
+                f"{path}: 'stages' entries must be names or {{'name': ...}}; found {entry!r}"
+            )
+        names.append(name)
+    return names
+
+
+def load_stage_results(run_dir: str | Path) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """(stage order, stage -> results.json content) for every stage that has eval results."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise CascadeUsageError(f"run directory {run_dir}: not found")
+    eval_root = run_dir / EVAL_DIR
+    found = {}
+    if eval_root.is_dir():
+        for results_path in sorted(eval_root.glob(f"*/{'results.json'}")):
+            results = _read_json(results_path)
+            if not isinstance(results, dict) or not isinstance(results.get("benchmarks"), dict):
+                raise CascadeUsageError(
+                    f"{results_path}: expected an object with 'benchmarks' (from cascade eval)"
+                )
+            found[results_path.parent.name] = results
+    if not found:
+        raise CascadeUsageError(
+            f"run directory {run_dir}: no evaluation results (expected {EVAL_DIR}/<stage>/results.json)"
+        )
+    manifest_path = run_dir / RUN_MANIFEST
+    listed = (
+        _stage_names(_read_json(manifest_path).get("stages", []), manifest_path)
+        if manifest_path.is_file()
+        else []
+    )
+    unlisted = sorted(
+        (s for s in found if s not in listed), key=lambda s: str(found[s].get("evaluated_at", ""))
+    )
+    leading = [s for s in unlisted if s in LEADING_STAGES]
+    trailing = [s for s in unlisted if s not in LEADING_STAGES]
+    order = leading + [s for s in listed if s in found] + trailing
+    return order, found
+
+
+def build_table(
+    stages: list[str], results: dict[str, dict[str, Any]], max_regression: float
+) -> tuple[list[str], dict[str, dict[str, float]], dict[str, str], list[dict[str, Any]]]:
+    """(benchmarks, benchmark -> stage -> score, benchmark -> metric name, regressions)."""
+    benchmarks: list[str] = []
+    metric: dict[str, str] = {}
+    table: dict[str, dict[str, float]] = {}
+    for stage in stages:
+        for name, summary in results[stage]["benchmarks"].items():
+            if name not in table:
+                benchmarks.append(name)
+                table[name] = {}
+            table[name][stage] = float(summary.get("score", 0.0))
+            metric.setdefault(name, str(summary.get("primary", "score")))
+    regressions = []
+    for name in benchmarks:
+        previous = None
+        for stage in stages:
+            if stage not in table[name]:
+                continue
+            if previous is not None:
+                delta = table[name][stage] - table[name][previous]
+                if delta < -max_regression:
+                    regressions.append(
+                        {
+                            "benchmark": name,
+                            "stage": stage,
+                            "previous_stage": previous,
+                            "delta": round(delta, 2),
+                        }
+                    )
+            previous = stage
+    return benchmarks, table, metric, regressions
+
+
+def _cell(name: str, stage: str, stages: list[str], table: dict[str, dict[str, float]], flagged: set) -> str:
+    if stage not in table[name]:
+        return "–"
+    value = table[name][stage]
+    earlier = [s for s in stages[: stages.index(stage)] if s in table[name]]
+    text = f"{value:.1f}"
+    if earlier:
+        text += f" ({value - table[name][earlier[-1]]:+.1f})"
+    return f"**{text}** ⚠" if (name, stage) in flagged else text
+
+
+def render_markdown(
+    run_dir: Path,
+    stages: list[str],
+    benchmarks: list[str],
+    table: dict[str, dict[str, float]],
+    metric: dict[str, str],
+    regressions: list[dict[str, Any]],
+    max_regression: float,
+) -> str:
+    flagged = {(r["benchmark"], r["stage"]) for r in regressions}
+    lines = [
+        f"# Cascade report: {run_dir.name}",
+        "",
+        "Score per benchmark after each stage (percent; in brackets the change from the previous stage).",
+        "",
+        "| Benchmark (metric) | " + " | ".join(stages) + " |",
+        "|---|" + "---|" * len(stages),
+    ]
+    for name in benchmarks:
+        cells = [_cell(name, stage, stages, table, flagged) for stage in stages]
+        lines.append(f"| {name} ({metric[name]}) | " + " | ".join(cells) + " |")
+    lines += ["", f"## Regressions (drop of more than {max_regression:g} points after a stage)", ""]
+    if regressions:
+        lines += [
+            f"- **{r['benchmark']}** fell {-r['delta']:.1f} points after `{r['stage']}` (from `{r['previous_stage']}`)"
+            for r in regressions
+        ]
+    else:
+        lines.append("None.")
+    lines += ["", f"![scores by stage]({REPORT_PNG})", ""]
+    return "\n".join(lines)
+
+
+def render_plot(
+    path: Path,
+    stages: list[str],
+    benchmarks: list[str],
+    table: dict[str, dict[str, float]],
+    regressions: list[dict[str, Any]],
+    title: str,
+) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(max(6.0, 1.4 * len(stages) + 3), 4.5))
+    positions = {stage: i for i, stage in enumerate(stages)}
+    for name in benchmarks:
+        points = [(positions[s], table[name][s]) for s in stages if s in table[name]]
+        axes.plot([x for x, _ in points], [y for _, y in points], marker="o", label=name)
+        for x, y in points:
+            axes.annotate(
+                f"{y:.1f}", (x, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7
+            )
+    for r in regressions:
+        axes.plot(
+            positions[r["stage"]],
+            table[r["benchmark"]][r["stage"]],
+            "x",
+            color="red",
+            markersize=12,
+            markeredgewidth=2,
+        )
+    axes.set_xticks(range(len(stages)), stages, rotation=20)
+    axes.set_ylabel("score (%)")
+    axes.set_title(title)
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8, loc="best")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def write_report(
+    run_dir: str | Path, max_regression: float = 3.0, out_dir: str | Path | None = None
+) -> dict[str, Any]:
+    """Write report.md and report.png for a run directory; returns the table, regressions and paths."""
+    run_dir = Path(run_dir)
+    stages, results = load_stage_results(run_dir)
+    benchmarks, table, metric, regressions = build_table(stages, results, max_regression)
+    out = Path(out_dir) if out_dir is not None else run_dir
+    out.mkdir(parents=True, exist_ok=True)
+    markdown_path, plot_path = out / REPORT_MD, out / REPORT_PNG
+    markdown_path.write_text(
+        render_markdown(run_dir, stages, benchmarks, table, metric, regressions, max_regression)
+    )
+    render_plot(plot_path, stages, benchmarks, table, regressions, f"Scores by stage: {run_dir.name}")
+    return {
+        "stages": stages,
+        "benchmarks": benchmarks,
+        "metric": metric,
+        "table": table,
+        "regressions": regressions,
+        "markdown": str(markdown_path),
+        "plot": str(plot_path),
+    }

@@ -1,0 +1,136 @@
+"""Scores per benchmark: avg@k (pass@1 averaged over k samples, the paper's metric) and unbiased pass@k.
+
+All numbers are percentages (0-100), as in the paper's tables. Verdicts come from the one verifier registry,
+`cascade_cli.verifiers.verify_batch`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from math import comb
+from typing import Any
+
+from cascade_cli.verifiers import verify_batch
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k (Chen et al. 2021): 1 - C(n-c, k) / C(n, k), for n samples of which c are correct."""
+    if not 0 <= c <= n or k < 1 or k > n:
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n; got n={n}, c={c}, k={k}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def avg_at_k(correct: list[list[bool]]) -> float:
+    """Mean over problems of the fraction of correct samples (each problem weighs the same)."""
+    if not correct:
+        return 0.0
+    return sum(sum(samples) / len(samples) for samples in correct if samples) / len(correct)
+
+
+def mean_pass_at_k(correct: list[list[bool]], k: int) -> float:
+    if not correct:
+        return 0.0
+    return sum(pass_at_k(len(samples), sum(samples), k) for samples in correct) / len(correct)
+
+
+# The IF verifier reports one bool per instruction, strict and loose; these are the key names it may use.
+_STRICT_KEYS = ("strict", "follow_instruction_list_strict", "instructions_strict", "follow_instruction_list")
+_LOOSE_KEYS = ("loose", "follow_instruction_list_loose", "instructions_loose")
+
+
+def _instruction_flags(details: dict[str, Any], keys: tuple[str, ...]) -> list[bool] | None:
+    for key in keys:
+        value = details.get(key)
+        if isinstance(value, dict):  # {"strict": {"follow_instruction_list": [...]}} style
+            value = value.get("follow_instruction_list", value.get("instructions"))
+        if isinstance(value, list) and all(isinstance(flag, bool) for flag in value):
+            return value
+    return None
+
+
+def ifeval_metrics(details: list[list[dict[str, Any]]]) -> dict[str, float]:
+    """IFEval's four metrics from the IF verifier's per-sample details, averaged over k samples.
+
+    Prompt-level: the fraction of (problem, sample) pairs that follow every instruction, averaged per problem.
+    Instruction-level: followed instructions / all instructions, over every sample.
+    """
+    metrics: dict[str, float] = {}
+    for level_name, keys in (("strict", _STRICT_KEYS), ("loose", _LOOSE_KEYS)):
+        prompt_scores: list[float] = []
+        followed = total = 0
+        for samples in details:
+            per_sample = []
+            for sample in samples:
+                flags = _instruction_flags(sample, keys)
+                if flags is None and level_name == "loose":
+                    flags = _instruction_flags(sample, _STRICT_KEYS)
+                flags = flags if flags is not None else [False]
+                per_sample.append(all(flags))
+                followed += sum(flags)
+                total += len(flags)
+            prompt_scores.append(sum(per_sample) / len(per_sample) if per_sample else 0.0)
+        metrics[f"prompt_{level_name}"] = 100.0 * sum(prompt_scores) / max(1, len(prompt_scores))
+        metrics[f"inst_{level_name}"] = 100.0 * followed / max(1, total)
+    return metrics
+
+
+def group_by_problem(records: list[dict[str, Any]]) -> dict[str, list[int]]:
+    """Problem id -> indices of its samples, in first-seen order."""
+    groups: dict[str, list[int]] = defaultdict(list)
+    for index, record in enumerate(records):
+        groups[str(record["id"])].append(index)
+    return dict(groups)
+
+
+def score_records(
+    records: list[dict[str, Any]],
+    *,
+    name: str,
+    domain: str,
+    metric: str = "accuracy",
+    k: int | None = None,
+    workers: int = 1,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Verify rollout records (k per problem, sharing an `id`) -> (result summary, records with verdicts)."""
+    scores = verify_batch(records, domain=domain, workers=workers)
+    verdicts = [
+        {**record, "reward": score.reward, "passed": score.passed, "details": score.details}
+        for record, score in zip(records, scores, strict=True)
+    ]
+    groups = group_by_problem(verdicts)
+    correct = [[bool(verdicts[i]["passed"]) for i in indices] for indices in groups.values()]
+    n_min = min((len(samples) for samples in correct), default=0)
+    k = min(k or n_min, n_min) if n_min else 0
+    metrics: dict[str, float] = {}
+    if k:
+        metrics[f"avg@{k}"] = 100.0 * avg_at_k(correct)
+        metrics[f"pass@{k}"] = 100.0 * mean_pass_at_k(correct, k)
+    primary = f"avg@{k}"
+    if metric == "ifeval":
+        metrics.update(
+            ifeval_metrics([[verdicts[i]["details"] for i in indices] for indices in groups.values()])
+        )
+        primary = "prompt_strict"
+    errors = [
+        v["details"]["error"]
+        for v in verdicts
+        if isinstance(v.get("details"), dict) and "error" in v["details"]
+    ]
+    truncated = sum(1 for v in verdicts if v.get("finish_reason") == "length")
+    summary = {
+        "benchmark": name,
+        "domain": domain,
+        "metric": metric,
+        "problems": len(groups),
+        "samples": len(verdicts),
+        "k": k,
+        "primary": primary,
+        "score": metrics.get(primary, 0.0),
+        "metrics": metrics,
+        "truncated": truncated,
+        "errors": len(errors),
+        "first_error": errors[0] if errors else None,
+    }
+    return summary, verdicts

@@ -1,0 +1,86 @@
+"""`cascade report`: report.md (stage x benchmark with deltas), report.png, and flagged regressions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cascade_cli.cli import app
+from cascade_cli.errors import CascadeUsageError
+from cascade_cli.evaluation.report import stage_eval_dir, write_report
+
+SCORES = {  # stage -> benchmark -> score; ifeval falls 20.7 points after rlhf (as in the paper's Table 2)
+    "sft": {"aime24": 83.6, "ifeval": 70.8},
+    "rlhf": {"aime24": 86.1, "ifeval": 50.1},
+    "if_rl": {"aime24": 86.2, "ifeval": 90.4},
+    "math_rl": {"aime24": 90.2, "ifeval": 92.1},
+}
+
+
+def _write_run(run_dir: Path, scores: dict, listed: list[str] | None = None) -> None:
+    for stage, benches in scores.items():
+        out = stage_eval_dir(run_dir, stage)
+        out.mkdir(parents=True)
+        results = {
+            "benchmarks": {
+                name: {"score": score, "primary": "prompt_strict" if name == "ifeval" else "avg@64"}
+                for name, score in benches.items()
+            },
+            "evaluated_at": f"2026-01-01T00:0{len(list(run_dir.glob('eval/*')))}:00",
+        }
+        (out / "results.json").write_text(json.dumps(results))
+    (run_dir / "run.json").write_text(json.dumps({"stages": listed if listed is not None else list(scores)}))
+
+
+def test_report_table_deltas_plot_and_regression(tmp_path: Path) -> None:
+    _write_run(tmp_path, SCORES)
+    report = write_report(tmp_path, max_regression=3.0)
+    assert report["stages"] == ["sft", "rlhf", "if_rl", "math_rl"]
+    assert report["regressions"] == [
+        {"benchmark": "ifeval", "stage": "rlhf", "previous_stage": "sft", "delta": -20.7}
+    ]
+    markdown = (tmp_path / "report.md").read_text()
+    assert "| Benchmark (metric) | sft | rlhf | if_rl | math_rl |" in markdown
+    assert "| aime24 (avg@64) | 83.6 | 86.1 (+2.5) | 86.2 (+0.1) | 90.2 (+4.0) |" in markdown
+    assert "**50.1 (-20.7)** ⚠" in markdown
+    assert "**ifeval** fell 20.7 points after `rlhf`" in markdown
+    png = (tmp_path / "report.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 5000
+
+
+def test_threshold_and_stage_order(tmp_path: Path) -> None:
+    # run.json lists math_rl before if_rl; a `base` eval not listed goes first
+    scores = {**SCORES, "base": {"aime24": 10.0, "ifeval": 20.0}}
+    _write_run(tmp_path, scores, listed=["sft", "rlhf", "math_rl", "if_rl"])
+    report = write_report(tmp_path, max_regression=25.0)
+    assert report["stages"] == ["base", "sft", "rlhf", "math_rl", "if_rl"]
+    assert report["regressions"] == []
+    assert "None." in (tmp_path / "report.md").read_text()
+
+
+def test_missing_results_and_bad_files(tmp_path: Path) -> None:
+    with pytest.raises(CascadeUsageError, match="not found"):
+        write_report(tmp_path / "nope")
+    with pytest.raises(
+        CascadeUsageError, match=r"no evaluation results \(expected eval/<stage>/results.json\)"
+    ):
+        write_report(tmp_path)
+    (tmp_path / "eval" / "sft").mkdir(parents=True)
+    (tmp_path / "eval" / "sft" / "results.json").write_text("{broken")
+    with pytest.raises(CascadeUsageError, match=r"results.json: malformed JSON"):
+        write_report(tmp_path)
+
+
+def test_report_command(tmp_path: Path) -> None:
+    _write_run(tmp_path, SCORES)
+    result = CliRunner().invoke(app, ["report", str(tmp_path), "--fail-on-regression"])
+    assert result.exit_code == 1, result.output
+    assert "ifeval fell 20.7 points after stage rlhf" in result.output
+    assert (tmp_path / "report.png").is_file()
+    result = CliRunner().invoke(app, ["report", str(tmp_path), "--max-regression", "30"])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(app, ["report", str(tmp_path / "missing")])
+    assert result.exit_code == 2 and "run directory" in result.output and "not found" in result.output
