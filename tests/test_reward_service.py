@@ -29,6 +29,7 @@ from cascade_cli.verifiers.swe import preimage_from_patch
 sys.path.insert(0, str(Path(__file__).parent))
 import echo_verifier  # noqa: E402
 from openrlhf_peers import check_rollout_batching, process_response_into_experience, run_executor  # noqa: E402
+from real_reward_cases import CASES, code_options, service_label  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = "--- a/m.py\n+++ b/m.py\n@@ -1,3 +1,3 @@\n def f(x):\n-    return x - 1\n+    return x + 1\n \n"
@@ -38,9 +39,17 @@ SWE_LABEL = {"domain": "swe", "golden_patch": GOLDEN, "original_files": preimage
 class LiveService:
     """A RewardService on 127.0.0.1:<free port>, its event loop in a thread (the test keeps its own loop)."""
 
-    def __init__(self, workers: int = 2, timeout_s: float = 30.0, domain: str | None = None) -> None:
+    def __init__(
+        self,
+        workers: int = 2,
+        timeout_s: float = 30.0,
+        domain: str | None = None,
+        options: dict | None = None,
+    ) -> None:
         verifiers.register("echo", echo_verifier.TARGET)
-        self.service = RewardService(workers, timeout_s, domain, registrations={"echo": echo_verifier.TARGET})
+        self.service = RewardService(
+            workers, timeout_s, domain, options, registrations={"echo": echo_verifier.TARGET}
+        )
         self.loop = asyncio.new_event_loop()
         started = threading.Event()
 
@@ -297,3 +306,29 @@ def test_cli_serve_subprocess_speaks_the_protocol():
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert re.search(r"POST /get_reward 200 n=1 domain=swe mean_reward=1\.0000 errors=0 [\d.]+ ms", err), err
+
+
+def test_real_verifiers_through_openrlhf_and_the_service():
+    """Known-correct and known-wrong math, IF, code and SWE responses: OpenRLHF's executor -> the service ->
+    the real verifiers -> the right rewards, then OpenRLHF's experience construction."""
+    from openrlhf.utils.agent import SingleTurnAgentExecutor
+
+    service = LiveService(workers=2, timeout_s=60.0, options=code_options())
+    try:
+        cases = [
+            (
+                render_prompt(f"task {index}", mode="think"),
+                service_label(domain, label),
+                response + "<|im_end|>",
+            )
+            for index, (domain, label, response, _) in enumerate(CASES)
+        ]
+        outputs = run_executor(SingleTurnAgentExecutor(service.url), cases)
+    finally:
+        service.close()
+    expected = [reward for *_, reward in CASES]
+    assert [output["reward"] for output in outputs] == expected
+    assert all(output["extra_logs"]["verify_error"] == 0.0 for output in outputs)
+    process = process_response_into_experience()
+    experiences = [process(output, max_len=8192) for output in outputs]
+    check_rollout_batching(experiences, expected)

@@ -323,6 +323,8 @@ def test_the_compiled_sequence_matcher_gives_difflibs_ratios(shared_data):
         ratios = []
         for path, text in golden.items():
             expected = difflib.SequenceMatcher(None, other.get(path, ""), text, autojunk=False).ratio()
-            assert cydifflib.SequenceMatcher(None, other.get(path, ""), text, autojunk=False).ratio() == expected
+            assert (
+                cydifflib.SequenceMatcher(None, other.get(path, ""), text, autojunk=False).ratio() == expected
+            )
             ratios.append(expected)
         assert min(ratios) < 1, row["instance_id"]
