@@ -221,3 +221,26 @@ def test_real_verifiers_score_known_right_and_wrong_responses(tmp_path):
     summary = json.loads(result.stdout)
     assert summary["count"] == len(CASES) and summary["errors"] == 0
     assert summary["passed"] == sum(expected == 1.0 for *_, expected in CASES)
+
+
+def test_real_verifiers_report_bad_labels_per_row(tmp_path):
+    rows = [
+        {
+            "id": "a",
+            "response": "x",
+            "domain": "if",
+            "label": {"instruction_id_list": ["nosuch:thing"], "kwargs": [{}]},
+        },
+        {"id": "b", "response": "x", "domain": "math", "label": {"answer": None}},
+        {"id": "c", "response": "x", "domain": "swe", "label": {"golden_patch": "x"}},
+        {"id": "d", "response": "\\boxed{2}", "domain": "math", "label": json.dumps({"answer": "2"})},
+    ]
+    source = write_rows(tmp_path / "bad.jsonl", rows)
+    result = invoke("-i", str(source), "-o", str(tmp_path / "out.jsonl"), "--strict")
+    assert result.exit_code == 2 and "3 bad row(s)" in result.output
+    out = [json.loads(line) for line in (tmp_path / "out.jsonl").open()]
+    assert "row 1: label of the wrong shape for domain 'if'" in out[0]["error"]
+    assert "unknown instruction id 'nosuch:thing'" in out[0]["error"]
+    assert "row 2: label of the wrong shape for domain 'math'" in out[1]["error"]
+    assert "row 3: label of the wrong shape for domain 'swe'" in out[2]["error"]
+    assert out[3]["reward"] == 1.0 and "error" not in out[3]
