@@ -1,10 +1,12 @@
-"""Score rollout records through the verifier registry, one timing per record (what `cascade verify` and the
-reward service run).
+"""Score rollout records through the verifier registry, one timing per record (what `cascade verify`, the
+reward service and reward_func run).
 
-A record is scored exactly as `verifiers.verify_batch` scores it (the record's or the given domain, its
-verifier from `get_verifier(domain, **options[domain])`, `Verifier.score`), plus an up-front
-`check_label` so a label of the wrong shape is reported as such, and the wall time of each record.
-Nothing here raises for a bad record: it becomes a row error that names the row and what was expected.
+Records are scored as `verifiers.verify_batch` scores them: grouped by domain (the given one or the
+record's), each group through its verifier's own `verify_batch` (code runs its sandboxes in parallel there),
+the verifier from `get_verifier(domain, **options[domain])`. Added here: an up-front `check_label`, so a
+label of the wrong shape is reported as such; the wall time of each record; and verifiers kept per process
+(warm sandboxes and caches survive across chunks and requests). Nothing here raises for a bad record: it
+becomes a row error that says what was expected.
 """
 
 from __future__ import annotations
