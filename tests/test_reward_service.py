@@ -313,3 +313,18 @@ def test_cli_serve_subprocess_speaks_the_protocol():
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert re.search(r"POST /get_reward 200 n=1 domain=swe mean_reward=1\.0000 errors=0 [\d.]+ ms", err), err
+
+
+def test_serve_on_a_taken_port_is_a_one_line_error():
+    import socket
+
+    from typer.testing import CliRunner
+
+    from cascade_cli.cli import app
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(app, ["verify", "--serve", "--port", str(port)])
+    assert result.exit_code == 1 and f"cannot listen on 127.0.0.1:{port}" in result.output
