@@ -204,7 +204,9 @@ def verify_command(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write the records with reward, passed, details, latency.")
     ] = None,
-    workers: Annotated[int, typer.Option("--workers", "-w", min=1, help="Worker processes.")] = 1,
+    workers: Annotated[
+        int | None, typer.Option("--workers", "-w", min=1, help="Worker processes (default 1; reward_func: min(4, CPUs)).")
+    ] = None,
     json_summary: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout.")] = False,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 2 when any row is bad (missing field, bad label).")] = False,
     option: Annotated[
@@ -220,7 +222,9 @@ def verify_command(
     ] = False,
     host: Annotated[str, typer.Option("--host", help="--serve: address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="--serve: port (0 picks a free one).")] = 5000,
-    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="--serve: seconds per request.")] = 60.0,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0.1, help="--serve / reward_func: seconds per request before reward 0.")
+    ] = 60.0,
     print_reward_func_path: Annotated[
         bool, typer.Option("--print-reward-func-path", help="Print the path of the OpenRLHF reward_func file.")
     ] = False,
@@ -245,13 +249,13 @@ def verify_command(
         typer.echo(reward_func.module_path())
         return
     if export_reward_func is not None:
-        path = reward_func.export(export_reward_func, domain=domain, options=options)
+        path = reward_func.export(export_reward_func, domain=domain, options=options, workers=workers, timeout_s=timeout)
         console.print(f"wrote {path}; pass it to OpenRLHF as --reward.remote_url {path}")
         return
     if serve:
         from cascade_cli.serve import run_server
 
-        run_server(host=host, port=port, workers=workers, timeout_s=timeout, domain=domain, options=options)
+        run_server(host=host, port=port, workers=workers or 1, timeout_s=timeout, domain=domain, options=options)
         return
     if input is None:
         raise CascadeUsageError("--input is required (a JSONL file of rollout records), unless --serve is given")
@@ -264,7 +268,7 @@ def verify_command(
     ) as progress:
         task = progress.add_task("verify", total=None)
         summary, rows = scoring.verify_file(
-            input, output, domain=domain, options=options, workers=workers,
+            input, output, domain=domain, options=options, workers=workers or 1,
             on_total=lambda total: progress.update(task, total=total),
             on_progress=lambda done: progress.advance(task, done),
         )
