@@ -56,3 +56,36 @@ def build_model_dir(path: Path, hidden: int = 64, layers: int = 2, seed: int = 0
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+class FirstCharVerifier:
+    """Test-only verifier: reward 1 when the answer starts with label["answer"]; raises on label "boom"."""
+
+    domain = "toy"
+
+    def check_label(self, label):
+        if not isinstance(label, dict) or not isinstance(label.get("answer"), str):
+            return f"expected {{'answer': str}}, found {label!r}"
+        return None
+
+    def score(self, record):
+        from cascade_cli.chat import answer_text
+        from cascade_cli.verifiers.base import Score, error_score
+
+        label = record["label"]
+        if label["answer"] == "boom":
+            return error_score("verifier error: RuntimeError: boom")
+        passed = answer_text(record["response"]).startswith(label["answer"])
+        return Score(reward=float(passed), passed=passed)
+
+
+def toy_rows(n: int, seed: int = 0) -> list[dict]:
+    import random
+
+    rng = random.Random(seed)
+    letters = "abcde"
+    rows = []
+    for i in range(n):
+        letter = rng.choice(letters)
+        rows.append({"id": f"toy-{i}", "domain": "math", "prompt": f"Say {letter}.", "label": {"answer": letter}})
+    return rows
