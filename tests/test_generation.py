@@ -65,6 +65,7 @@ def test_stop_tokens_end_a_completion_and_are_reported(model_dir):
     stops = list("aeiou ")
     groups = gen.generate(PROMPTS, n=16, max_new_tokens=12, temperature=1.0, stop=stops)
     stop_ids = {gen.tokenizer.convert_tokens_to_ids(s) for s in stops} | {gen.tokenizer.eos_token_id}
+    assert len(stop_ids) == len(stops) + 1
     reasons = {c.finish_reason for group in groups for c in group}
     assert reasons == {"stop", "length"}  # a random model hits both within 16 x 2 samples
     for completion in (c for group in groups for c in group):

@@ -58,8 +58,10 @@ class GRPOConfig(StageConfig):
     temperature: float = 1.0
     top_p: float = 0.95
     top_k: int = -1
-    # Truncated responses: masked out of the loss (True) or kept with reward 0 (False).
+    # Truncated responses: masked out of the loss (True), else kept with reward `truncated_reward`
+    # (the paper: 0; unset = the verifier's score as is, as RLHF does with its reward model).
     overlong_filter: bool = False
+    truncated_reward: Optional[float] = 0.0
     # Batch-level (DAPO) dynamic filtering: drop all-correct / all-wrong groups, refill from the data.
     dynamic_filter: bool = False
     dynamic_filter_max_rounds: int = 4  # generation rounds per step before training on what was kept

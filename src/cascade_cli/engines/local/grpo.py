@@ -40,6 +40,7 @@ from cascade_cli.engines.local.generation import Completion, Generator
 from cascade_cli.engines.local.rl_data import PromptSampler, check_rows, load_rows, prompt_mode, render_row
 from cascade_cli.engines.local.rl_rewards import RewardHook, VerifierReward
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.tiny import resolve_model
 from cascade_cli.verifiers import Score, get_verifier, known_domains
 
 # ---------------------------------------------------------------------------------------------------------
@@ -186,7 +187,7 @@ class GRPOTrainer:
         if config.prompts_per_step < 1:
             raise CascadeUsageError(f"prompts_per_step: expected at least 1, found {config.prompts_per_step}")
         self.config, self.reward, self.domain, self.mode = config, reward, domain, mode
-        self.init = str(require_model_dir(config.init or "", "init checkpoint"))
+        self.init = str(require_model_dir(resolve_model(config.init or ""), "init checkpoint"))
         self.out = Path(config.out or "")
         self.phases = resolve_phases(config)
         self.total_steps = sum(phase.steps for phase in self.phases)
@@ -353,9 +354,11 @@ class GRPOTrainer:
             at += len(group.completions)
             truncated = [c.finish_reason == "length" for c in group.completions]
             group.loss_mask = [not (t and phase.overlong_filter) for t in truncated]
-            # Without overlong filtering a truncated response is a wrong one.
+            # Without overlong filtering a truncated response gets `truncated_reward` (0: a wrong one).
+            fixed = self.config.truncated_reward
             group.rewards = [
-                0.0 if t else float(s.reward) for t, s in zip(truncated, group.scores, strict=True)
+                fixed if t and fixed is not None else float(s.reward)
+                for t, s in zip(truncated, group.scores, strict=True)
             ]
             group.advantages = group_advantages(group.rewards, group.loss_mask, self.config.adv_eps)
 
@@ -678,6 +681,6 @@ def run_rlvr(config: RLVRConfig) -> dict[str, Any]:
     if config.eval_data:
         eval_rows = load_rows(config.eval_data)
         check_rows(eval_rows, verifier, config.eval_data)
-    require_model_dir(config.init or "", "init checkpoint")
+    require_model_dir(resolve_model(config.init or ""), "init checkpoint")
     reward = VerifierReward(config.domain, workers=config.verify_workers, options=options)
     return run_grpo(config, reward, domain=config.domain, mode=mode, rows=rows, eval_rows=eval_rows)
