@@ -24,6 +24,15 @@ PROMPTS = [
 ]
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Two cores shared by many processes: one torch thread avoids OpenMP spin-waits (15x faster here)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory) -> Path:
     return build_model_dir(tmp_path_factory.mktemp("gen") / "model", seed=0)

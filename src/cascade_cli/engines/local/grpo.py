@@ -37,6 +37,7 @@ from cascade_cli.checkpoint import (
 from cascade_cli.config.grpo import DOMAIN_MODES, PROMPT_MODES, GRPOConfig, PhaseConfig, RLVRConfig
 from cascade_cli.console import console, print_warning
 from cascade_cli.engines.local.generation import Completion, Generator
+from cascade_cli.engines.local.model_io import configure_threads, quiet_transformers
 from cascade_cli.engines.local.rl_data import PromptSampler, check_rows, load_rows, prompt_mode, render_row
 from cascade_cli.engines.local.rl_rewards import RewardHook, VerifierReward
 from cascade_cli.errors import CascadeUsageError
@@ -193,6 +194,8 @@ class GRPOTrainer:
         self.total_steps = sum(phase.steps for phase in self.phases)
         self.device, self.dtype = _device_and_dtype(config)
 
+        configure_threads()
+        quiet_transformers()
         torch.manual_seed(config.seed)
         self.tokenizer = AutoTokenizer.from_pretrained(self.init)
         pad = self.tokenizer.pad_token_id
