@@ -8,6 +8,7 @@ SFT'd tiny model are used by the learning tests.
 from __future__ import annotations
 
 import random
+import string
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,8 @@ def build_model_dir(path: Path, seed: int = 0) -> Path:
 
 
 class LetterVerifier(Verifier):
-    """reward = share of the answer's characters equal to label["answer"]; passed when at least half are.
+    """reward = share of the answer's characters found in label["answer"] (a character set); passed when at
+    least half are.
 
     The label "boom" raises inside the verifier (to test that one error scores 0 and never kills a run).
     """
@@ -43,16 +45,24 @@ class LetterVerifier(Verifier):
         if label["answer"] == "boom":
             raise RuntimeError("boom")
         text = answer_text(require_response(record))
-        share = sum(ch == label["answer"] for ch in text) / max(len(text), 1)
+        share = sum(ch in label["answer"] for ch in text) / max(len(text), 1)
         return Score(reward=share, passed=share >= 0.5)
 
 
-def toy_rows(n: int, seed: int = 0, letters: str = "ae") -> list[dict[str, Any]]:
+CHARSETS = {"lowercase": string.ascii_lowercase, "digits": string.digits, "capitals": string.ascii_uppercase}
+
+
+def toy_rows(n: int, seed: int = 0, kinds: tuple[str, ...] = ("lowercase", "digits")) -> list[dict[str, Any]]:
     rng = random.Random(seed)
     rows = []
     for i in range(n):
-        letter = rng.choice(letters)
+        kind = rng.choice(kinds)
         rows.append(
-            {"id": f"toy-{seed}-{i}", "domain": "math", "prompt": f"Write {letter}.", "label": {"answer": letter}}
+            {
+                "id": f"toy-{seed}-{i}",
+                "domain": "math",
+                "prompt": f"Write {kind}.",
+                "label": {"answer": CHARSETS[kind]},
+            }
         )
     return rows
