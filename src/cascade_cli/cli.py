@@ -177,6 +177,40 @@ def sft_command(
 # ----------------------------------------------------------------------------------------------------------
 
 
+@app.command("rlvr")
+def rlvr_command(
+    domain: Annotated[str, typer.Option("--domain", "-d", help="if | math | code | swe (picks the verifier).")],
+    init: Annotated[str, typer.Option("--init", help="Input checkpoint directory (or tiny / tiny:SEED).")],
+    data: Annotated[Path, typer.Option("--data", help="Canonical RL rows (JSONL/parquet) with prompt and label.")],
+    out: Annotated[Path, typer.Option("--out", help="Output checkpoint directory.")],
+    eval_data: Annotated[
+        Path | None, typer.Option("--eval-data", help="Held-out rows: greedy accuracy before and after.")
+    ] = None,
+    overrides: Annotated[
+        list[str] | None,
+        typer.Argument(help="Config overrides key=value, e.g. steps=20 group_size=8 dynamic_filter=true", show_default=False),
+    ] = None,
+) -> None:
+    """GRPO with the domain's verifier as the reward (strictly on-policy, token-level loss, no KL).
+
+    Example: [bold]cascade rlvr --domain math --init runs/tiny/sft --data data/math.jsonl --out runs/tiny/math_rl steps=30[/]
+    """
+    from cascade_cli.config.grpo import RLVRConfig
+    from cascade_cli.config.structure import parse_overrides, structure
+    from cascade_cli.engines.local.grpo import run_rlvr
+
+    values = parse_overrides(overrides or [])
+    flags = {"domain": domain, "init": init, "data": str(data), "out": str(out)}
+    if eval_data is not None:
+        flags["eval_data"] = str(eval_data)
+    config = structure(RLVRConfig, {**flags, **values}, where="rlvr")
+    summary = run_rlvr(config)
+    line = f"[green]done[/]: {out}  steps {summary['steps']}"
+    if "heldout_accuracy_after" in summary:
+        line += f"  held-out accuracy {summary['heldout_accuracy_before']:.3f} -> {summary['heldout_accuracy_after']:.3f}"
+    console.print(line)
+
+
 # ----------------------------------------------------------------------------------------------------------
 # verify (verifiers; reward service)
 # ----------------------------------------------------------------------------------------------------------
