@@ -180,3 +180,11 @@ def test_responses_file_missing_and_no_benchmark(tmp_path: Path) -> None:
     assert result.exit_code == 2 and f"responses file {tmp_path / 'none.jsonl'}: not found" in result.output
     result = runner.invoke(app, ["eval", "--responses", str(tmp_path / "none.jsonl")])
     assert result.exit_code == 2 and "--responses needs --benchmarks NAME" in result.output
+
+
+def test_limit_keeps_the_first_problems(tmp_path: Path) -> None:
+    bench = _mcq_bench(tmp_path)
+    responses = tmp_path / "all.jsonl"
+    responses.write_text("".join(json.dumps({"id": f"q{i}", "response": "Answer: B"}) + "\n" for i in range(3)))
+    summary = score_responses(responses, f"mcq:{bench}", limit=2)["benchmarks"]["mcq:quiz"]
+    assert summary["problems"] == 2 and summary["score"] == 100.0

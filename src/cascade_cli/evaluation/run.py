@@ -42,6 +42,15 @@ def _check_settings(
         raise CascadeUsageError(f"--limit must be at least 1; found {limit}")
 
 
+def _resolve_model(model: str | Path) -> Path:
+    """`tiny` / `tiny:SEED` build (once) the embedded tiny model; anything else is a directory."""
+    try:
+        from cascade_cli.tiny import is_tiny_spec, resolve_model
+    except ImportError:
+        return Path(model)
+    return resolve_model(str(model)) if is_tiny_spec(str(model)) else Path(model)
+
+
 def _load(benchmarks: list[Benchmark], limit: int | None) -> dict[str, list[dict[str, Any]]]:
     loaded = {}
     for bench in benchmarks:
@@ -99,7 +108,7 @@ def evaluate_checkpoint(
     Writes `results.json` and `samples.jsonl` under `out_dir` when given.
     """
     _check_settings(k, mode, backend, max_tokens, limit)
-    model_dir = require_model_dir(model_dir, "checkpoint")
+    model_dir = require_model_dir(_resolve_model(model_dir), "checkpoint")
     specs = [b for b in benchmarks if isinstance(b, Benchmark)] if isinstance(benchmarks, list) else []
     names = [b for b in benchmarks if isinstance(b, str)] if isinstance(benchmarks, list) else benchmarks
     specs += resolve_benchmarks(names, benchmark_file, domain) if names or benchmark_file else []
@@ -188,8 +197,12 @@ def score_responses(
     samples: list[dict[str, Any]] = []
     if benchmarks or benchmark_file:
         specs = resolve_benchmarks(benchmarks, benchmark_file, domain)
-        rows_by_name = _load(specs, limit)
+        rows_by_name = _load(specs, None)  # match against every row; --limit then keeps the first N problems
         matched = match_responses(responses, rows_by_name)
+        if limit:
+            for name, records in matched.items():
+                kept = {str(row["id"]) for row in rows_by_name[name][:limit]}
+                matched[name] = [record for record in records if str(record["id"]) in kept]
         groups = [(bench.name, bench.domain, bench.metric, matched[bench.name]) for bench in specs]
     elif domain:
         metric = "ifeval" if domain == "if" else "accuracy"
