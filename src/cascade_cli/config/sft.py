@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from omegaconf import MISSING
 
@@ -16,7 +15,7 @@ class SFTConfig(StageConfig):
     data: str = MISSING
     max_seq_len: int = 512
     epochs: float = 1.0
-    max_steps: Optional[int] = None
+    max_steps: int | None = None
     batch_size: int = 8
     grad_accum: int = 1
     lr: float = 5e-5
@@ -31,5 +30,5 @@ class SFTConfig(StageConfig):
     save_every: int = 0
     log_every: int = 1
     tensorboard: bool = False
-    eval_prompts: Optional[str] = None
+    eval_prompts: str | None = None
     eval_max_new_tokens: int = 48

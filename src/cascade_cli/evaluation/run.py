@@ -42,15 +42,6 @@ def _check_settings(
         raise CascadeUsageError(f"--limit must be at least 1; found {limit}")
 
 
-def _resolve_model(model: str | Path) -> Path:
-    """`tiny` / `tiny:SEED` build (once) the embedded tiny model; anything else is a directory."""
-    try:
-        from cascade_cli.tiny import is_tiny_spec, resolve_model
-    except ImportError:
-        return Path(model)
-    return resolve_model(str(model)) if is_tiny_spec(str(model)) else Path(model)
-
-
 def _load(benchmarks: list[Benchmark], limit: int | None) -> dict[str, list[dict[str, Any]]]:
     loaded = {}
     for bench in benchmarks:
@@ -108,7 +99,11 @@ def evaluate_checkpoint(
     Writes `results.json` and `samples.jsonl` under `out_dir` when given.
     """
     _check_settings(k, mode, backend, max_tokens, limit)
-    model_dir = require_model_dir(_resolve_model(model_dir), "checkpoint")
+    from cascade_cli.tiny import is_tiny_spec, resolve_model
+
+    if is_tiny_spec(str(model_dir)):
+        model_dir = resolve_model(str(model_dir))  # `tiny` / `tiny:SEED`, built offline
+    model_dir = require_model_dir(model_dir, "checkpoint")
     specs = [b for b in benchmarks if isinstance(b, Benchmark)] if isinstance(benchmarks, list) else []
     names = [b for b in benchmarks if isinstance(b, str)] if isinstance(benchmarks, list) else benchmarks
     specs += resolve_benchmarks(names, benchmark_file, domain) if names or benchmark_file else []

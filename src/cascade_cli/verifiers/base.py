@@ -54,10 +54,31 @@ def require_response(record: dict[str, Any]) -> str:
     return response
 
 
+def prompt_text(prompt: Any) -> str:
+    """The user-visible text of a record's prompt: a string, or the contents of a list of messages."""
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list):
+        return "\n".join(
+            message["content"]
+            for message in prompt
+            if isinstance(message, dict)
+            and message.get("role") != "system"
+            and isinstance(message.get("content"), str)
+        )
+    return ""
+
+
 class Verifier:
-    """One domain's checker. Subclasses implement `verify_one`; `check_label` validates data up front."""
+    """One domain's checker. Subclasses implement `verify_one`; `check_label` validates data up front.
+
+    `code_switch_reward`: when not None, a response that switches script or language away from its prompt's
+    (verifiers/language.py) gets this reward instead, whatever `verify_one` said (the paper: math -1,
+    code 0; RLHF's "lowest in batch - 10" is batch-level and done by the trainer from `details`).
+    """
 
     domain: str = ""
+    code_switch_reward: float | None = None
 
     def verify_one(self, record: dict[str, Any]) -> Score:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -69,11 +90,31 @@ class Verifier:
     def score(self, record: dict[str, Any]) -> Score:
         """`verify_one` with the guarantee that nothing raises: errors become reward-0 scores."""
         try:
-            return self.verify_one(record)
+            return self.apply_code_switch(record, self.verify_one(record))
         except RecordError as error:
             return error_score(str(error))
         except Exception as error:  # a verifier bug must not kill a training run
             return error_score(f"verifier error: {type(error).__name__}: {error}")
+
+    def apply_code_switch(self, record: dict[str, Any], score: Score) -> Score:
+        """Replace the reward of a code-switching response by `code_switch_reward` (no-op when None)."""
+        if self.code_switch_reward is None or "error" in score.details:
+            return score
+        prompt, response = prompt_text(record.get("prompt")), record.get("response")
+        if not prompt or not isinstance(response, str):
+            return score
+        from cascade_cli.verifiers.language import detect_code_switch
+
+        result = detect_code_switch(prompt, response)
+        if not result.switched:
+            return Score(score.reward, score.passed, {**score.details, "code_switch": False})
+        details = {
+            **score.details,
+            "code_switch": True,
+            "code_switch_reason": result.reason,
+            "reward_before_code_switch": score.reward,
+        }
+        return Score(float(self.code_switch_reward), False, details)
 
     def verify_batch(self, records: list[dict[str, Any]]) -> list[Score]:
         return [self.score(record) for record in records]

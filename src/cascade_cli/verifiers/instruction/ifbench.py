@@ -1,0 +1,1 @@
+"""IFBench constraints (filled in below)."""

@@ -1,0 +1,292 @@
+"""Math verifier: the final answer after `</think>` against `label["answer"]`, reward 1 or 0.
+
+Extraction: the last `\\boxed{...}` / `\\fbox{...}` (nested braces), else "final answer is X" / "Answer: X",
+else the last `$...$` / `\\(...\\)` / `\\[...\\]` math span. A response that opened `<think>` and never
+closed it has no answer. Comparison: a fast path (normalised string equality, exact numbers) decides most
+rows without sympy; the rest go through math-verify with its signal timeouts off and our own thread-safe
+deadline around it (`verifiers/deadline.py`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from fractions import Fraction
+from functools import lru_cache
+from typing import Any
+
+from cascade_cli.chat import answer_text, split_response
+from cascade_cli.verifiers.base import RecordError, Score, Verifier, parse_label, require_response
+from cascade_cli.verifiers.deadline import DeadlineExceeded, run_with_deadline
+
+# An answer longer than this is not a final answer; sympy on it could run for minutes inside C code.
+MAX_ANSWER_CHARS = 400
+# Exponents (and factorials) this large would make sympy build huge integers in C, where no deadline can interrupt it.
+_HUGE_NUMBER = re.compile(r"\^\s*\{?\s*[-+]?\s*\(?\s*\d{6,}|\^\s*\{[^{}]*\^|\*\*\s*\(?\d{6,}|\d{5,}\s*!")
+
+
+class _DropDisabledTimeoutWarning(logging.Filter):
+    # math-verify warns once that its timeout is off; ours is on (verifiers/deadline.py).
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Timeout is disabled" not in record.getMessage()
+
+
+for _name in ("math_verify.parser", "math_verify.grader"):
+    logging.getLogger(_name).addFilter(_DropDisabledTimeoutWarning())
+
+
+# ---- extraction -------------------------------------------------------------------------------------
+
+_BOX_COMMAND = re.compile(r"\\(?:boxed|fbox)\s*")
+_ANSWER_PHRASE = re.compile(
+    r"(?:final\s+answer\s*(?:is|:|=)|the\s+answer\s*(?:is|:|=)|\banswer\s*:|\bans\s*:)\s*",
+    re.IGNORECASE,
+)
+# `\$` is an escaped dollar sign (a currency answer), never a delimiter.
+_MATH_SPANS = re.compile(
+    r"(?<!\\)\$\$((?:\\.|[^\\$])+?)\$\$|(?<!\\)\$((?:\\.|[^\\$])+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]",
+    re.DOTALL,
+)
+
+
+def _balanced_group(text: str, open_at: int) -> str | None:
+    """The contents of the brace group starting at `text[open_at] == "{"`, or None when unbalanced."""
+    depth = 0
+    index = open_at
+    while index < len(text):
+        char = text[index]
+        if char == "\\":  # an escaped brace `\{` does not count
+            index += 2
+            continue
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                return text[open_at + 1 : index]
+        index += 1
+    return None
+
+
+def last_boxed(text: str) -> str | None:
+    """The argument of the last complete `\\boxed{...}` or `\\fbox{...}`; `\\boxed 5` also counts."""
+    for match in reversed(list(_BOX_COMMAND.finditer(text))):
+        start = match.end()
+        if start < len(text) and text[start] == "{":
+            content = _balanced_group(text, start)
+            if content is not None:
+                return content
+        elif start < len(text) and match.group(0).endswith(" "):
+            bare = re.match(r"[^\s$.,;]+", text[start:])
+            if bare:
+                return bare.group(0)
+    return None
+
+
+def _strip_math_delimiters(text: str) -> str:
+    text = text.strip()
+    for opening, closing in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")):
+        if text.startswith(opening) and text.endswith(closing) and len(text) > len(opening) + len(closing):
+            return text[len(opening) : -len(closing)].strip()
+    return text
+
+
+def _after_answer_phrase(text: str) -> str | None:
+    matches = list(_ANSWER_PHRASE.finditer(text))
+    if not matches:
+        return None
+    rest = text[matches[-1].end() :]
+    math = _MATH_SPANS.match(rest)
+    if math:
+        return next(group for group in math.groups() if group is not None).strip()
+    line = rest.split("\n", 1)[0].strip()
+    # "The answer is 12." / "Answer: 3, since ..." -> keep the answer, drop the sentence end.
+    line = re.split(r"\.\s|\.$|;\s|\s(?:since|because|as|which)\s", line, maxsplit=1)[0]
+    line = line.strip().rstrip(".").strip()
+    return _strip_math_delimiters(line) or None
+
+
+def _last_math_span(text: str) -> str | None:
+    spans = list(_MATH_SPANS.finditer(text))
+    if not spans:
+        return None
+    return next(group for group in spans[-1].groups() if group is not None).strip() or None
+
+
+def extract_answer(response: str) -> tuple[str | None, str]:
+    """(answer, how) from a full response; how is boxed | answer_phrase | math_span | none | unfinished."""
+    if not split_response(response).finished:
+        return None, "unfinished"
+    text = answer_text(response)
+    boxed = last_boxed(text)
+    if boxed is not None:
+        return boxed.strip(), "boxed"
+    phrase = _after_answer_phrase(text)
+    if phrase:
+        return phrase, "answer_phrase"
+    span = _last_math_span(text)
+    if span:
+        return span, "math_span"
+    return None, "none"
+
+
+# ---- fast path --------------------------------------------------------------------------------------
+
+_TEXT_WRAPPER = re.compile(r"\\(?:text|textbf|mathrm|mbox|mathbf)\s*\{([^{}]*)\}")
+_SPACING = re.compile(r"\\[,;:!> ]|\\q?quad|~")
+_DEGREES = re.compile(r"\^\s*\{?\\circ\}?|°|\\degree")
+_FRAC = re.compile(r"^(-?)\\[dt]?frac\{(-?\d+)\}\{(-?\d+)\}$|^(-?)\\[dt]?frac(\d)(\d)$")
+_DECIMAL = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)$")
+_THOUSANDS = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
+_SLASH = re.compile(r"^(-?\d+)/(-?\d+)$")
+
+
+def normalize(answer: str) -> str:
+    """A light canonical form for string equality: spacing, delimiters, `\\left`, `\\dfrac`, text wrappers."""
+    text = answer.strip()
+    text = _strip_math_delimiters(text)
+    text = _TEXT_WRAPPER.sub(r"\1", text)
+    text = text.replace("\\left", "").replace("\\right", "").replace("\\displaystyle", "")
+    text = text.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
+    text = text.replace("{,}", "")
+    text = _SPACING.sub("", text)
+    text = _DEGREES.sub("", text)
+    text = text.replace("\\%", "").replace("%", "").replace("\\$", "")
+    text = re.sub(r"\s+", "", text)
+    return text.rstrip(".")
+
+
+def as_number(text: str) -> Fraction | None:
+    """An exact number when `text` (normalised) is a plain integer, decimal, thousands-separated or a/b."""
+    if _THOUSANDS.match(text):
+        text = text.replace(",", "")
+    if _DECIMAL.match(text):
+        return Fraction(text)
+    slash = _SLASH.match(text)
+    if slash and int(slash.group(2)) != 0:
+        return Fraction(int(slash.group(1)), int(slash.group(2)))
+    frac = _FRAC.match(text)
+    if frac:
+        sign, numerator, denominator = (
+            (frac.group(1), frac.group(2), frac.group(3))
+            if frac.group(2) is not None
+            else (frac.group(4), frac.group(5), frac.group(6))
+        )
+        if int(denominator) != 0:
+            value = Fraction(int(numerator), int(denominator))
+            return -value if sign else value
+    return None
+
+
+def fast_verdict(gold: str, predicted: str) -> bool | None:
+    """True/False when decidable without sympy, else None."""
+    gold_norm, predicted_norm = normalize(gold), normalize(predicted)
+    if gold_norm == predicted_norm and gold_norm:
+        return True
+    gold_number, predicted_number = as_number(gold_norm), as_number(predicted_norm)
+    if gold_number is None or predicted_number is None:
+        return None
+    if gold_number == predicted_number:
+        return True
+    # A rounded decimal of a repeating fraction (1/3 vs 0.333333) is math-verify's call, not ours.
+    scale = max(abs(gold_number), Fraction(1))
+    if abs(gold_number - predicted_number) / scale < Fraction(1, 10**4):
+        return None
+    return False
+
+
+# ---- math-verify ------------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=4096)
+def _parse_gold(gold: str) -> tuple[Any, ...]:
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
+
+    return tuple(
+        parse(f"${gold}$", [LatexExtractionConfig(), ExprExtractionConfig()], parsing_timeout=None)  # type: ignore[arg-type]
+    )
+
+
+def _parse_prediction(predicted: str) -> list[Any]:
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
+
+    return parse(
+        f"\\boxed{{{predicted}}}",
+        [LatexExtractionConfig(boxed_match_priority=0), ExprExtractionConfig()],
+        parsing_timeout=None,  # type: ignore[arg-type]
+    )
+
+
+# math-verify treats `i` as the imaginary unit only when it stands alone ("9 i"), not in "9i": the same
+# number parsed twice with different assumptions compares unequal. A space between a coefficient and a
+# single letter means nothing in LaTeX, so drop it on both sides.
+_COEFFICIENT_SPACE = re.compile(r"(\d)\s+([A-Za-z])(?![A-Za-z])")
+
+
+def math_verify_equal(gold: str, predicted: str) -> bool:
+    from math_verify import verify
+
+    gold, predicted = _COEFFICIENT_SPACE.sub(r"\1\2", gold), _COEFFICIENT_SPACE.sub(r"\1\2", predicted)
+    gold_parsed = list(_parse_gold(gold))
+    if not gold_parsed:
+        return False
+    return bool(verify(gold_parsed, _parse_prediction(predicted), timeout_seconds=None))
+
+
+# ---- the verifier -----------------------------------------------------------------------------------
+
+
+def gold_answer(label: Any) -> str:
+    """`{"answer": ...}` or a bare string / number; anything else is a RecordError."""
+    if isinstance(label, dict):
+        if "answer" not in label:
+            raise RecordError(f"label must have key 'answer'; found keys {sorted(label)}")
+        label = label["answer"]
+    if isinstance(label, bool) or not isinstance(label, (str, int, float)):
+        raise RecordError(f"label answer must be a string or number; found {type(label).__name__}")
+    answer = str(label).strip()
+    if not answer:
+        raise RecordError("label answer is empty")
+    return answer
+
+
+class MathVerifier(Verifier):
+    """Reward 1 when the extracted final answer equals the label's answer, else 0."""
+
+    domain = "math"
+
+    def __init__(self, timeout_s: float | None = 5.0, code_switch_reward: float | None = -1.0) -> None:
+        self.timeout_s = timeout_s
+        self.code_switch_reward = code_switch_reward
+
+    def check_label(self, label: Any) -> str | None:
+        try:
+            gold_answer(parse_label({"label": label}))
+        except RecordError as error:
+            return str(error)
+        return None
+
+    def verify_one(self, record: dict[str, Any]) -> Score:
+        response = require_response(record)
+        gold = gold_answer(parse_label(record))
+        extracted, how = extract_answer(response)
+        details: dict[str, Any] = {"extracted": extracted, "gold": gold, "extraction": how}
+        if extracted is None:
+            return Score(0.0, False, {**details, "verdict": "no_answer", "path": "extract"})
+        fast = fast_verdict(gold, extracted)
+        if fast is not None:
+            return _verdict(fast, details, "fast")
+        if len(extracted) > MAX_ANSWER_CHARS or (
+            _HUGE_NUMBER.search(extracted) and not _HUGE_NUMBER.search(gold)
+        ):
+            return Score(0.0, False, {**details, "verdict": "too_complex", "path": "guard"})
+        try:
+            equal = run_with_deadline(lambda: math_verify_equal(gold, extracted), self.timeout_s)
+        except DeadlineExceeded:
+            return Score(0.0, False, {**details, "verdict": "timeout", "path": "math_verify"})
+        return _verdict(equal, details, "math_verify")
+
+
+def _verdict(correct: bool, details: dict[str, Any], path: str) -> Score:
+    verdict = "correct" if correct else "wrong"
+    return Score(1.0 if correct else 0.0, correct, {**details, "verdict": verdict, "path": path})
