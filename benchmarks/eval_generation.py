@@ -46,7 +46,13 @@ def build_models(root: Path) -> dict[str, Path]:
 
     tiny = build_tiny("tiny:0", root / "tiny")
     values = json.loads((tiny / "config.json").read_text())
-    for derived in ("layer_types", "max_window_layers", "architectures", "model_type", "transformers_version"):
+    for derived in (
+        "layer_types",
+        "max_window_layers",
+        "architectures",
+        "model_type",
+        "transformers_version",
+    ):
         values.pop(derived, None)
     config = Qwen3Config(**{**values, **SHAPE_100M, "tie_word_embeddings": False})
     torch.manual_seed(0)
@@ -61,7 +67,10 @@ def build_models(root: Path) -> dict[str, Path]:
 def prompts(count: int) -> list[str]:
     from cascade_cli.chat import render_prompt
 
-    questions = [f"What is {a}+{b}? Answer in \\boxed{{}}." for a, b in zip(range(3, 60, 7), range(11, 90, 9))]
+    questions = [
+        f"What is {a}+{b}? Answer in \\boxed{{}}."
+        for a, b in zip(range(3, 59, 7), range(11, 83, 9), strict=True)
+    ]
     return [render_prompt(questions[i % len(questions)], "think") for i in range(count)]
 
 
@@ -156,7 +165,9 @@ def main() -> None:
     from cascade_cli.engines.local.generation import count_parameters, resolve_backend
 
     device = "cuda" if _cuda() else "cpu"
-    print(f"device {device}; {args.prompts} prompts x n={args.n}, temperature 1, up to {args.max_new_tokens} tokens")
+    print(
+        f"device {device}; {args.prompts} prompts x n={args.n}, temperature 1, up to {args.max_new_tokens} tokens"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         models = build_models(Path(tmp))
         for name in args.models.split(","):
@@ -184,9 +195,13 @@ def main() -> None:
                     ratio = results["vllm"][key] / results["hf_loop"][key]
                     print(f"  ratio vLLM / Generator hf loop ({what}): {ratio:.2f}x")
                 auto = resolve_backend("auto", model_dir, device)
-                faster = "vllm" if results["vllm"]["total_tok_s"] > results["hf_loop"]["total_tok_s"] else "hf"
+                faster = (
+                    "vllm" if results["vllm"]["total_tok_s"] > results["hf_loop"]["total_tok_s"] else "hf"
+                )
                 verdict = "yes" if auto == faster else "NO"
-                print(f"  auto picks {auto}; faster end to end here: {faster}; auto picks the faster: {verdict}")
+                print(
+                    f"  auto picks {auto}; faster end to end here: {faster}; auto picks the faster: {verdict}"
+                )
 
 
 def _cuda() -> bool:
