@@ -101,7 +101,11 @@ def run_side(side: str, model_dir: str, count: int, n: int, max_new_tokens: int,
         torch.manual_seed(seed)
         loaded = time.perf_counter()
         batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-        eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
+        # the model's own stop ids (generation_config), as vLLM uses them besides the <|im_end|> stop
+        stops = model.generation_config.eos_token_id
+        stops = set(stops if isinstance(stops, list) else [stops]) | {
+            tokenizer.convert_tokens_to_ids("<|im_end|>")
+        }
         with torch.inference_mode():
             out = model.generate(
                 **batch,
@@ -111,12 +115,12 @@ def run_side(side: str, model_dir: str, count: int, n: int, max_new_tokens: int,
                 top_k=0,
                 num_return_sequences=n,
                 max_new_tokens=max_new_tokens,
-                eos_token_id=eos,
+                eos_token_id=sorted(stops),
                 pad_token_id=tokenizer.pad_token_id,
             )
         done = time.perf_counter()
         new = out[:, batch["input_ids"].shape[1] :].tolist()
-        lengths = [row.index(eos) + 1 if eos in row else len(row) for row in new]
+        lengths = [next((i + 1 for i, token in enumerate(row) if token in stops), len(row)) for row in new]
     tokens = sum(lengths)
     return {
         "side": side,
