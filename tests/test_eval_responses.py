@@ -53,10 +53,13 @@ def test_math_reference_answers_score_100(tmp_path: Path, name: str) -> None:
 
 
 @pytest.mark.skipif(not _has("cascade_cli.verifiers.code"), reason="code verifier not merged yet")
-def test_humaneval_reference_solutions_score_100(tmp_path: Path) -> None:
-    results = score_responses(_reference_file(tmp_path, "humaneval"), ["humaneval"], workers=2)
-    summary = results["benchmarks"]["humaneval"]
-    assert summary["problems"] == 164 and summary["score"] == 100.0, summary["first_error"]
+@pytest.mark.parametrize(("name", "problems"), [("humaneval", 164), ("code_stdio", 3)])
+def test_code_reference_solutions_score_100(tmp_path: Path, name: str, problems: int) -> None:
+    if name == "code_stdio":
+        _shared()  # only its 3 APPS rows ship a reference solution
+    results = score_responses(_reference_file(tmp_path, name), [name], workers=2)
+    summary = results["benchmarks"][name]
+    assert summary["problems"] == problems and summary["score"] == 100.0, summary["first_error"]
 
 
 @pytest.mark.skipif(not _has("cascade_cli.verifiers.instruction"), reason="IF verifier not merged yet")
