@@ -134,3 +134,21 @@ def test_recipe_run_dispatches_openrlhf_stages_to_the_engine(tmp_path, cli):
     recipe.write_text(recipe.read_text().replace("engine: openrlhf", "engine: slurm"))
     result = cli(["recipe", "run", str(recipe)])
     assert result.exit_code == 2 and "engine: expected local or openrlhf, found 'slurm'" in result.output
+
+
+def test_training_commands_take_engine_and_dry_run(cli, tmp_path):
+    result = cli(["rlvr", "--domain", "math", "--init", "Qwen/Qwen3-8B-Base", "--data", tmp_path / "m.jsonl",
+                  "--out", tmp_path / "math_rl", "--engine", "openrlhf", "--dry-run",
+                  "cluster.reward_urls=[http://10.0.0.5:5000/get_reward]", "steps=10", "max_response_len=24576"])
+    assert result.exit_code == 0, result.output
+    submit = next(line for line in result.stdout.splitlines() if line.startswith("ray job submit"))
+    assert "openrlhf.cli.train_ppo_ray" in submit and "--rollout.max_new_tokens 24576" in submit
+    assert "--reward.remote_url http://10.0.0.5:5000/get_reward" in submit and not (tmp_path / "math_rl").exists()
+    result = cli(["sft", "--init", "Qwen/Qwen3-8B-Base", "--data", tmp_path / "s.jsonl", "--out", tmp_path / "sft",
+                  "--engine", "openrlhf", "--dry-run"])
+    assert result.exit_code == 0 and "openrlhf.cli.train_sft" in result.stdout
+    result = cli(["rlvr", "--domain", "math", "--init", "Qwen/Qwen3-8B-Base", "--data", tmp_path / "m.jsonl",
+                  "--out", tmp_path / "math_rl", "--engine", "openrlhf", "--dry-run"])
+    assert result.exit_code == 2 and "missing reward source" in result.output
+    result = cli(["sft", "--init", "tiny", "--data", tmp_path / "s.jsonl", "--out", tmp_path / "sft", "--dry-run"])
+    assert result.exit_code == 2 and "only engine openrlhf has a dry run" in result.output

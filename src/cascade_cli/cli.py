@@ -143,6 +143,16 @@ def prepare_data_command(
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
+# `--engine` / `--dry-run` on the training commands (same as the overrides engine=... dry_run=true).
+EngineOption = Annotated[
+    Optional[str],
+    typer.Option("--engine", help="local (this process) or openrlhf (OpenRLHF jobs on a Ray cluster; see cluster.*)."),
+]
+DryRunOption = Annotated[
+    bool, typer.Option("--dry-run", help="Print the commands the stage would run (engine openrlhf) and stop.")
+]
+
+
 @app.command("sft", context_settings={"allow_extra_args": False})
 def sft_command(
     init: Annotated[
@@ -154,6 +164,8 @@ def sft_command(
         Optional[list[str]],
         typer.Argument(help="key=value overrides of the SFT config (lr=3e-4 epochs=2 ...)."),
     ] = None,
+    engine: EngineOption = None,
+    dry_run: DryRunOption = False,
 ) -> None:
     """Supervised fine-tuning with assistant-only loss on the local engine (resumes from OUT/trainer_state).
 
@@ -161,10 +173,11 @@ def sft_command(
     """
     from cascade_cli.config.build import build_stage_config
     from cascade_cli.config.sft import SFTConfig
-    from cascade_cli.engines.local.sft import run_sft
+    from cascade_cli.recipe.kinds import run_config
 
-    config = build_stage_config(SFTConfig, {"init": init, "data": data, "out": out}, overrides or [])
-    run_sft(config)
+    values = {"init": init, "data": data, "out": out, "engine": engine, "dry_run": dry_run or None}
+    config = build_stage_config(SFTConfig, values, overrides or [])
+    run_config(config)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -190,6 +203,8 @@ def rlvr_command(
         list[str] | None,
         typer.Argument(help="Config overrides key=value, e.g. steps=20 group_size=8 dynamic_filter=true", show_default=False),
     ] = None,
+    engine: EngineOption = None,
+    dry_run: DryRunOption = False,
 ) -> None:
     """GRPO with the domain's verifier as the reward (strictly on-policy, token-level loss, no KL).
 
@@ -197,14 +212,17 @@ def rlvr_command(
     """
     from cascade_cli.config.grpo import RLVRConfig
     from cascade_cli.config.structure import parse_overrides, structure
-    from cascade_cli.engines.local.grpo import run_rlvr
+    from cascade_cli.recipe.kinds import run_config
 
     values = parse_overrides(overrides or [])
     flags = {"domain": domain, "init": init, "data": str(data), "out": str(out)}
     if eval_data is not None:
         flags["eval_data"] = str(eval_data)
+    flags.update({key: value for key, value in (("engine", engine), ("dry_run", dry_run or None)) if value})
     config = structure(RLVRConfig, {**flags, **values}, where="rlvr")
-    summary = run_rlvr(config)
+    summary = run_config(config)
+    if config.engine != "local":
+        return
     line = f"[green]done[/]: {out}  steps {summary['steps']}"
     if "heldout_accuracy_after" in summary:
         line += f"  held-out accuracy {summary['heldout_accuracy_before']:.3f} -> {summary['heldout_accuracy_after']:.3f}"
