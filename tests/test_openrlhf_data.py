@@ -19,11 +19,22 @@ datasets = pytest.importorskip("datasets")
 
 RL_ROWS = [
     {"id": "m1", "domain": "math", "prompt": "What is 1+1?", "label": {"answer": "2"}, "mode": "think"},
-    {"id": "i1", "domain": "if", "prompt": [{"role": "system", "content": "Be brief."},
-                                           {"role": "user", "content": "Say hi without commas"}],
-     "label": {"instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]}, "mode": "no_think"},
-    {"id": "c1", "domain": "code", "prompt": "Add two numbers.",
-     "label": {"kind": "call", "fn_name": "add", "inputs": [[1, 2]], "outputs": [3]}},
+    {
+        "id": "i1",
+        "domain": "if",
+        "prompt": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Say hi without commas"},
+        ],
+        "label": {"instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]},
+        "mode": "no_think",
+    },
+    {
+        "id": "c1",
+        "domain": "code",
+        "prompt": "Add two numbers.",
+        "label": {"kind": "call", "fn_name": "add", "inputs": [[1, 2]], "outputs": [3]},
+    },
 ]
 
 
@@ -69,8 +80,11 @@ def test_rl_prompts_and_labels_through_openrlhf_prompt_dataset(tmp_path, tokeniz
     from openrlhf.datasets import PromptDataset
 
     target = convert(tmp_path, "rlvr", RL_ROWS)
-    dataset = PromptDataset(load_json(target), tokenizer,
-                            strategy(input_key="prompt", label_key="label", apply_chat_template=True))
+    dataset = PromptDataset(
+        load_json(target),
+        tokenizer,
+        strategy(input_key="prompt", label_key="label", apply_chat_template=True),
+    )
     assert dataset.prompts == [
         chat.render_prompt("What is 1+1?", mode="think"),
         chat.render_prompt(RL_ROWS[1]["prompt"], mode="no_think"),
@@ -89,8 +103,11 @@ def test_rlhf_half_half_modes(tmp_path, tokenizer):
 
     rows = [{"id": str(i), "domain": "general", "prompt": f"Tell me about topic {i}."} for i in range(6)]
     target = convert(tmp_path, "rlhf", rows, mode="half")
-    dataset = PromptDataset(load_json(target), tokenizer,
-                            strategy(input_key="prompt", label_key="label", apply_chat_template=True))
+    dataset = PromptDataset(
+        load_json(target),
+        tokenizer,
+        strategy(input_key="prompt", label_key="label", apply_chat_template=True),
+    )
     flags = [prompt.split("<|im_end|>")[0].rsplit(" ", 1)[1] for prompt in dataset.prompts]
     assert flags == ["/think", "/no_think"] * 3
     assert all(json.loads(label) == {"domain": "general"} for label in dataset.labels)
@@ -107,30 +124,57 @@ def test_sft_loss_spans_through_openrlhf_sft_dataset(tmp_path, base_tokenizer):
     ]
     target = convert(tmp_path, "sft", [{"id": "s", "domain": "sft", "messages": messages, "mode": "think"}])
     tokenizer = base_tokenizer
-    dataset = SFTDataset(load_json(target), tokenizer, 512,
-                         strategy(input_key="messages", output_key=None, apply_chat_template=True,
-                                  tokenizer_chat_template=chat.CHAT_TEMPLATE),
-                         input_template=None, num_processors=1, multiturn=True)
+    dataset = SFTDataset(
+        load_json(target),
+        tokenizer,
+        512,
+        strategy(
+            input_key="messages",
+            output_key=None,
+            apply_chat_template=True,
+            tokenizer_chat_template=chat.CHAT_TEMPLATE,
+        ),
+        input_template=None,
+        num_processors=1,
+        multiturn=True,
+    )
     input_ids, _, loss_mask = dataset[0]
     text = tokenizer.decode(input_ids[0], skip_special_tokens=False)
     assert text == chat.render_messages(messages, mode="think").rstrip("\n")
     # OpenRLHF marks the position before each target token: shift by one to get the trained tokens.
     trained = [int(t) for t, m in zip(input_ids[0][1:], loss_mask[0][:-1], strict=True) if m]
     # Our assistant-only spans; OpenRLHF also trains the newline after a non-final turn's <|im_end|>.
-    expected = "\n".join(piece for piece, is_output in chat.render_segments(messages, mode="think") if is_output)
+    expected = "\n".join(
+        piece for piece, is_output in chat.render_segments(messages, mode="think") if is_output
+    )
     assert tokenizer.decode(trained, skip_special_tokens=False) == expected
 
 
 def test_preference_pairs_through_openrlhf_reward_dataset(tmp_path, base_tokenizer):
     from openrlhf.datasets import RewardDataset
 
-    row = {"id": "p", "domain": "pref", "prompt": "Write a haiku.", "chosen": "Old pond, frog jumps in.",
-           "rejected": "No.", "mode": "no_think"}
+    row = {
+        "id": "p",
+        "domain": "pref",
+        "prompt": "Write a haiku.",
+        "chosen": "Old pond, frog jumps in.",
+        "rejected": "No.",
+        "mode": "no_think",
+    }
     target = convert(tmp_path, "reward_model", [row])
-    dataset = RewardDataset(load_json(target), base_tokenizer, 512,
-                            strategy(prompt_key="prompt", chosen_key="chosen", rejected_key="rejected",
-                                     apply_chat_template=True, tokenizer_chat_template=chat.CHAT_TEMPLATE),
-                            num_processors=1)
+    dataset = RewardDataset(
+        load_json(target),
+        base_tokenizer,
+        512,
+        strategy(
+            prompt_key="prompt",
+            chosen_key="chosen",
+            rejected_key="rejected",
+            apply_chat_template=True,
+            tokenizer_chat_template=chat.CHAT_TEMPLATE,
+        ),
+        num_processors=1,
+    )
     prompt = chat.render_prompt("Write a haiku.", mode="no_think")
     assert dataset.prompts[0] == prompt
     assert dataset.chosens[0] == "Old pond, frog jumps in.<|im_end|>\n"

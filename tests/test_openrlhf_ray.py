@@ -68,8 +68,13 @@ def free_port() -> int:
 def ray_head(tmp_path_factory):
     port = free_port()
     temp_dir = Path("/tmp") / f"rayt{os.getpid()}"  # short: Ray's socket paths have a length limit
-    process = subprocess.Popen([sys.executable, "-c", HEAD, str(port), str(temp_dir)], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-c", HEAD, str(port), str(temp_dir)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     deadline = time.time() + 180
     ready = False
     while time.time() < deadline:
@@ -101,10 +106,25 @@ def stand_in(fail: bool = False):
 
 def sft_config(tmp_path: Path, address: str) -> SFTConfig:
     data = tmp_path / "sft.jsonl"
-    write_jsonl(data, [{"id": "1", "domain": "sft", "mode": "think",
-                        "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}])
-    return SFTConfig(name="sft_16k", engine="openrlhf", data=str(data), init="Qwen/Qwen3-8B-Base",
-                     out=str(tmp_path / "sft_16k"), cluster=ClusterConfig(ray_address=address, nodes=1, gpus_per_node=8))
+    write_jsonl(
+        data,
+        [
+            {
+                "id": "1",
+                "domain": "sft",
+                "mode": "think",
+                "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
+            }
+        ],
+    )
+    return SFTConfig(
+        name="sft_16k",
+        engine="openrlhf",
+        data=str(data),
+        init="Qwen/Qwen3-8B-Base",
+        out=str(tmp_path / "sft_16k"),
+        cluster=ClusterConfig(ray_address=address, nodes=1, gpus_per_node=8),
+    )
 
 
 def test_submitted_job_streams_logs_into_the_manifest(tmp_path, ray_head):
@@ -120,7 +140,13 @@ def test_submitted_job_streams_logs_into_the_manifest(tmp_path, ray_head):
     assert "stand-in trainer (CPU) for sft_16k" in log and "step 2 loss 0.333" in log
     # The command recorded is the real OpenRLHF one; the stand-in got exactly its OpenRLHF flags.
     assert job["command"][job["command"].index("--") + 1 : job["command"].index("--") + 7] == [
-        "deepspeed", "--num_nodes", "1", "--num_gpus", "8", "--module"]
+        "deepspeed",
+        "--num_nodes",
+        "1",
+        "--num_gpus",
+        "8",
+        "--module",
+    ]
     written = json.loads((out / "config.json").read_text())["argv"]
     assert written[written.index("--data.dataset") + 1] == manifest["openrlhf_data"]
     converted = [json.loads(line) for line in Path(manifest["openrlhf_data"]).read_text().splitlines()]
@@ -140,13 +166,30 @@ def test_length_schedule_runs_as_chained_jobs(tmp_path, ray_head):
     from test_openrlhf_argv import Phase, RLStage
 
     data = tmp_path / "math.jsonl"
-    write_jsonl(data, [{"id": str(i), "domain": "math", "prompt": f"{i}+1?", "label": {"answer": str(i + 1)}}
-                       for i in range(5)])
-    config = RLStage(name="math_rl", engine="openrlhf", data=str(data), init="Qwen/Qwen3-8B-Base",
-                     out=str(tmp_path / "math_rl"), prompts_per_step=2, group_size=8,
-                     phases=[Phase(2, 1024, 1.0, True), Phase(3, 2048, 0.8, False)],
-                     cluster=ClusterConfig(ray_address=ray_head, nodes=1, gpus_per_node=8, vllm_engines=8,
-                                           reward_urls=["http://127.0.0.1:5000/get_reward"]))
+    write_jsonl(
+        data,
+        [
+            {"id": str(i), "domain": "math", "prompt": f"{i}+1?", "label": {"answer": str(i + 1)}}
+            for i in range(5)
+        ],
+    )
+    config = RLStage(
+        name="math_rl",
+        engine="openrlhf",
+        data=str(data),
+        init="Qwen/Qwen3-8B-Base",
+        out=str(tmp_path / "math_rl"),
+        prompts_per_step=2,
+        group_size=8,
+        phases=[Phase(2, 1024, 1.0, True), Phase(3, 2048, 0.8, False)],
+        cluster=ClusterConfig(
+            ray_address=ray_head,
+            nodes=1,
+            gpus_per_node=8,
+            vllm_engines=8,
+            reward_urls=["http://127.0.0.1:5000/get_reward"],
+        ),
+    )
     run_openrlhf_stage(config, entrypoint_override=stand_in())
     manifest = read_manifest(config.out)
     first, second = manifest["openrlhf_jobs"]

@@ -38,7 +38,9 @@ def canonical_file(data: str | Path) -> Path:
     if path.is_dir():
         path = path / "data.jsonl"
     if not path.is_file():
-        raise CascadeUsageError(f"{data}: data not found (expected a .jsonl file or a directory with data.jsonl)")
+        raise CascadeUsageError(
+            f"{data}: data not found (expected a .jsonl file or a directory with data.jsonl)"
+        )
     return path
 
 
@@ -46,7 +48,8 @@ def flagged(messages: list[dict[str, Any]], mode: str | None) -> list[dict[str, 
     if mode is None:
         return [dict(message) for message in messages]
     return [
-        {**message, "content": flag_user_turn(message["content"], mode)} if message.get("role") == "user"
+        {**message, "content": flag_user_turn(message["content"], mode)}
+        if message.get("role") == "user"
         else dict(message)
         for message in messages
     ]
@@ -54,10 +57,18 @@ def flagged(messages: list[dict[str, Any]], mode: str | None) -> list[dict[str, 
 
 def _check_messages(messages: Any, where: str, key: str) -> list[dict[str, Any]]:
     if not isinstance(messages, list) or not messages:
-        raise CascadeUsageError(f"{where}: '{key}' must be a non-empty list of messages; found {type(messages).__name__}")
+        raise CascadeUsageError(
+            f"{where}: '{key}' must be a non-empty list of messages; found {type(messages).__name__}"
+        )
     for index, message in enumerate(messages):
-        if not isinstance(message, dict) or not isinstance(message.get("content"), str) or "role" not in message:
-            raise CascadeUsageError(f"{where}: '{key}[{index}]' must be {{role, content}} with string content")
+        if (
+            not isinstance(message, dict)
+            or not isinstance(message.get("content"), str)
+            or "role" not in message
+        ):
+            raise CascadeUsageError(
+                f"{where}: '{key}[{index}]' must be {{role, content}} with string content"
+            )
     return messages
 
 
@@ -121,7 +132,9 @@ def _turn(value: Any, where: str, key: str) -> list[dict[str, Any]]:
 def rm_row(row: dict[str, Any], where: str) -> dict[str, Any]:
     for key in ("prompt", "chosen", "rejected"):
         if key not in row:
-            raise CascadeUsageError(f"{where}: missing key {key!r} (preference rows carry prompt, chosen, rejected)")
+            raise CascadeUsageError(
+                f"{where}: missing key {key!r} (preference rows carry prompt, chosen, rejected)"
+            )
     mode = row.get("mode") if row.get("mode") in MODES else None
     return {
         "prompt": flagged(prompt_messages(row["prompt"]), mode),
@@ -212,7 +225,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("target")
     parser.add_argument("--mode", choices=MODE_POLICIES, default=None)
     parser.add_argument("--domain", default=None)
-    parser.add_argument("--phase-samples", default="", help="RL: rows per phase, comma-separated (phaseK.jsonl)")
+    parser.add_argument(
+        "--phase-samples", default="", help="RL: rows per phase, comma-separated (phaseK.jsonl)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     target = Path(args.target)
