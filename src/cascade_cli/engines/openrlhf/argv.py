@@ -106,27 +106,14 @@ def runtime_env(cluster: Any) -> str:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as error:
-        raise CascadeUsageError(
-            f"cluster.runtime_env_json: expected a JSON object, found {text!r} ({error.msg})"
-        ) from None
+        raise CascadeUsageError(f"cluster.runtime_env_json: expected a JSON object, found {text!r} ({error.msg})") from None
     if not isinstance(value, dict):
-        raise CascadeUsageError(
-            f"cluster.runtime_env_json: expected a JSON object, found {type(value).__name__}"
-        )
+        raise CascadeUsageError(f"cluster.runtime_env_json: expected a JSON object, found {type(value).__name__}")
     return json.dumps(value, separators=(",", ":"))
 
 
 def submit_prefix(cluster: Any) -> list[str]:
-    return [
-        "ray",
-        "job",
-        "submit",
-        "--address",
-        str(cluster.ray_address),
-        "--runtime-env-json",
-        runtime_env(cluster),
-        "--",
-    ]
+    return ["ray", "job", "submit", "--address", str(cluster.ray_address), "--runtime-env-json", runtime_env(cluster), "--"]
 
 
 def role_layout(cluster: Any, gpus: int | None) -> tuple[int, int]:
@@ -147,38 +134,24 @@ def role_layout(cluster: Any, gpus: int | None) -> tuple[int, int]:
 def _common_deepspeed_args(config: Any, out: Path) -> list[str]:
     lr = float(_get(config, "lr", 5e-6))
     args = [
-        "--ckpt.output_dir",
-        str(out),
-        "--ckpt.path",
-        str(out / "ds_checkpoints"),
+        "--ckpt.output_dir", str(out),
+        "--ckpt.path", str(out / "ds_checkpoints"),
         "--ckpt.save_hf",
-        "--ckpt.save_steps",
-        str(_get(config, "save_every", 0) or -1),
-        "--train.seed",
-        str(_get(config, "seed", 0)),
-        "--train.max_epochs",
-        str(max(1, math.ceil(float(_get(config, "epochs", 1.0))))),
-        "--train.micro_batch_size",
-        "1",
+        "--ckpt.save_steps", str(_get(config, "save_every", 0) or -1),
+        "--train.seed", str(_get(config, "seed", 0)),
+        "--train.max_epochs", str(max(1, math.ceil(float(_get(config, "epochs", 1.0))))),
+        "--train.micro_batch_size", "1",
         "--model.gradient_checkpointing_enable",
-        "--adam.lr",
-        _number(lr),
-        "--adam.betas",
-        _number(float(_get(config, "beta1", 0.9))),
-        _number(float(_get(config, "beta2", 0.95))),
-        "--adam.weight_decay",
-        _number(float(_get(config, "weight_decay", 0.0))),
-        "--lr_warmup_ratio",
-        _number(float(_get(config, "warmup_ratio", 0.03))),
-        "--min_lr_ratio",
-        _number(float(_get(config, "min_lr", 0.0)) / lr if lr else 0.0),
-        "--max_norm",
-        _number(float(_get(config, "max_grad_norm", 1.0))),
+        "--adam.lr", _number(lr),
+        "--adam.betas", _number(float(_get(config, "beta1", 0.9))), _number(float(_get(config, "beta2", 0.95))),
+        "--adam.weight_decay", _number(float(_get(config, "weight_decay", 0.0))),
+        "--lr_warmup_ratio", _number(float(_get(config, "warmup_ratio", 0.03))),
+        "--min_lr_ratio", _number(float(_get(config, "min_lr", 0.0)) / lr if lr else 0.0),
+        "--max_norm", _number(float(_get(config, "max_grad_norm", 1.0))),
         "--data.apply_chat_template",
         # Our template (ChatML + /think, /no_think): the base model's own would differ. OpenRLHF saves the
         # tokenizer with it, so the RL stages that start from this output render prompts the same way.
-        "--data.tokenizer_chat_template",
-        CHAT_TEMPLATE,
+        "--data.tokenizer_chat_template", CHAT_TEMPLATE,
     ]
     if _get(config, "tensorboard", False):
         args += ["--logger.tensorboard_dir", str(out / "tensorboard")]
@@ -194,14 +167,10 @@ def _deepspeed_job(config: Any, data_path: Path) -> OpenRLHFJob:
     global_batch = int(_get(config, "batch_size", 128)) * int(_get(config, "grad_accum", 1))
     max_len = int(_get(config, "max_seq_len", 0) or _get(config, "max_len", 2048))
     args = [
-        "--model.model_name_or_path",
-        model_ref(str(config.init)),
-        "--data.dataset",
-        str(data_path),
-        "--data.max_len",
-        str(max_len),
-        "--train.batch_size",
-        str(global_batch),
+        "--model.model_name_or_path", model_ref(str(config.init)),
+        "--data.dataset", str(data_path),
+        "--data.max_len", str(max_len),
+        "--train.batch_size", str(global_batch),
         *_common_deepspeed_args(config, out),
     ]
     if kind == "sft":
@@ -210,27 +179,12 @@ def _deepspeed_job(config: Any, data_path: Path) -> OpenRLHFJob:
         if _get(config, "packing", False):
             args += ["--ds.packing_samples"]
     else:
-        args += [
-            "--data.prompt_key",
-            "prompt",
-            "--data.chosen_key",
-            "chosen",
-            "--data.rejected_key",
-            "rejected",
-        ]
+        args += ["--data.prompt_key", "prompt", "--data.chosen_key", "chosen", "--data.rejected_key", "rejected"]
     max_steps = _get(config, "max_steps")
     if max_steps:
         args += ["--data.max_samples", str(int(max_steps) * global_batch)]
     nodes, per_node = role_layout(cluster, None)
-    launcher = [
-        "deepspeed",
-        "--num_nodes",
-        str(nodes),
-        "--num_gpus",
-        str(per_node),
-        "--module",
-        f"openrlhf.cli.{cli}",
-    ]
+    launcher = ["deepspeed", "--num_nodes", str(nodes), "--num_gpus", str(per_node), "--module", f"openrlhf.cli.{cli}"]
     validate_args(cli, args)
     return OpenRLHFJob(
         name=str(_get(config, "name", kind) or kind),
@@ -308,81 +262,46 @@ def _rl_job(config: Any, data_path: Path, phase: Phase, index: int, init: str, o
     actor_nodes, actor_per_node = role_layout(cluster, _get(cluster, "actor_gpus"))
     samples = phase.steps * prompts
     args = [
-        "--actor.model_name_or_path",
-        model_ref(init),
-        "--data.prompt_dataset",
-        str(data_path),
-        "--data.input_key",
-        "prompt",
-        "--data.label_key",
-        "label",
+        "--actor.model_name_or_path", model_ref(init),
+        "--data.prompt_dataset", str(data_path),
+        "--data.input_key", "prompt",
+        "--data.label_key", "label",
         "--data.apply_chat_template",
-        "--data.max_len",
-        str(int(_get(config, "max_prompt_len", 1024)) + phase.max_response_len),
-        "--data.max_samples",
-        str(samples),
-        "--rollout.max_new_tokens",
-        str(phase.max_response_len),
-        "--rollout.n_samples_per_prompt",
-        str(group),
-        "--rollout.batch_size",
-        str(prompts),
-        "--rollout.temperature",
-        _number(phase.temperature),
-        "--rollout.top_p",
-        _number(float(_get(config, "top_p", 1.0))),
+        "--data.max_len", str(int(_get(config, "max_prompt_len", 1024)) + phase.max_response_len),
+        "--data.max_samples", str(samples),
+        "--rollout.max_new_tokens", str(phase.max_response_len),
+        "--rollout.n_samples_per_prompt", str(group),
+        "--rollout.batch_size", str(prompts),
+        "--rollout.temperature", _number(phase.temperature),
+        "--rollout.top_p", _number(float(_get(config, "top_p", 1.0))),
         # Strictly on-policy: the whole rollout batch is one training batch, seen once. The phase's file
         # holds exactly steps x prompts rows, so one episode is exactly `steps` optimizer steps.
-        "--train.batch_size",
-        str(prompts * group),
-        "--train.max_epochs",
-        "1",
-        "--train.num_episodes",
-        "1",
-        "--train.seed",
-        str(_get(config, "seed", 0)),
-        "--algo.advantage.estimator",
-        "group_norm",
-        "--algo.kl.init_coef",
-        _number(kl),
-        "--actor.loss_agg_mode",
-        "token-mean",
-        "--actor.adam.lr",
-        _number(float(_get(config, "lr", 1e-6))),
-        "--actor.adam.betas",
-        _number(float(_get(config, "beta1", 0.9))),
-        _number(float(_get(config, "beta2", 0.95))),
-        "--actor.adam.weight_decay",
-        _number(float(_get(config, "weight_decay", 0.0))),
-        "--actor.max_norm",
-        _number(float(_get(config, "max_grad_norm", 1.0))),
-        "--actor.lr_scheduler",
-        "constant",
+        "--train.batch_size", str(prompts * group),
+        "--train.max_epochs", "1",
+        "--train.num_episodes", "1",
+        "--train.seed", str(_get(config, "seed", 0)),
+        "--algo.advantage.estimator", "group_norm",
+        "--algo.kl.init_coef", _number(kl),
+        "--actor.loss_agg_mode", "token-mean",
+        "--actor.adam.lr", _number(float(_get(config, "lr", 1e-6))),
+        "--actor.adam.betas", _number(float(_get(config, "beta1", 0.9))), _number(float(_get(config, "beta2", 0.95))),
+        "--actor.adam.weight_decay", _number(float(_get(config, "weight_decay", 0.0))),
+        "--actor.max_norm", _number(float(_get(config, "max_grad_norm", 1.0))),
+        "--actor.lr_scheduler", "constant",
         "--actor.gradient_checkpointing_enable",
-        "--actor.num_nodes",
-        str(actor_nodes),
-        "--actor.num_gpus_per_node",
-        str(actor_per_node),
+        "--actor.num_nodes", str(actor_nodes),
+        "--actor.num_gpus_per_node", str(actor_per_node),
         *reward_source(config),
-        "--vllm.num_engines",
-        str(int(cluster.vllm_engines)),
-        "--vllm.tensor_parallel_size",
-        str(int(cluster.vllm_tensor_parallel_size)),
-        "--ckpt.output_dir",
-        str(out),
-        "--ckpt.path",
-        str(out / "ds_checkpoints"),
+        "--vllm.num_engines", str(int(cluster.vllm_engines)),
+        "--vllm.tensor_parallel_size", str(int(cluster.vllm_tensor_parallel_size)),
+        "--ckpt.output_dir", str(out),
+        "--ckpt.path", str(out / "ds_checkpoints"),
         "--ckpt.save_hf",
-        "--ckpt.save_steps",
-        str(_get(config, "save_every", 0) or -1),
+        "--ckpt.save_steps", str(_get(config, "save_every", 0) or -1),
     ]
     # OpenRLHF defaults every role to 8 GPUs per node: set each one from the cluster config.
     for role, gpus in (("ref", "ref_gpus"), ("reward", "reward_gpus"), ("critic", "critic_gpus")):
-        nodes, per_node = (
-            role_layout(cluster, _get(cluster, gpus))
-            if _get(cluster, gpus)
-            else (actor_nodes, actor_per_node)
-        )
+        nodes, per_node = role_layout(cluster, _get(cluster, gpus)) if _get(cluster, gpus) else (actor_nodes, actor_per_node)
         args += [f"--{role}.num_nodes", str(nodes), f"--{role}.num_gpus_per_node", str(per_node)]
     if kl > 0:
         args += ["--algo.kl.use_loss", "--algo.kl.estimator", "k3"]
@@ -405,9 +324,7 @@ def _rl_job(config: Any, data_path: Path, phase: Phase, index: int, init: str, o
         coef = 0.0 if float(truncated) == 0 else float(truncated)
         args += ["--reward.stop_properly_penalty_coef", _number(coef)]
     if int(_get(config, "top_k", -1)) > 0:
-        notes.append(
-            f"top_k={config.top_k}: OpenRLHF 0.11.2's rollout has no top-k flag; sampling uses top-p only"
-        )
+        notes.append(f"top_k={config.top_k}: OpenRLHF 0.11.2's rollout has no top-k flag; sampling uses top-p only")
     if _get(config, "epoch_filter", False):
         notes.append("epoch_filter: no OpenRLHF equivalent; filter the prompts between phases instead")
     if _get(config, "tensorboard", False):
