@@ -289,6 +289,7 @@ def test_rlhf_with_our_reward_model_and_kl(tmp_path):
     assert args.algo.kl.init_coef == 1e-3 and args.algo.kl.use_loss and args.algo.kl.estimator == "k3"
     assert (args.actor.num_nodes, args.actor.num_gpus_per_node) == (2, 8)
     assert (args.ref.num_nodes, args.reward.num_gpus_per_node) == (1, 8)
+    assert any("not the text after </think>" in note for note in job.notes)
 
 
 def test_unknown_and_ill_typed_flags_are_refused_like_openrlhf_does():

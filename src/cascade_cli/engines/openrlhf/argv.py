@@ -323,6 +323,11 @@ def _rl_job(config: Any, data_path: Path, phase: Phase, index: int, init: str, o
         # >= 0 scales a truncated sample's reward (0: reward 0, the paper's setting); < 0 replaces it.
         coef = 0.0 if float(truncated) == 0 else float(truncated)
         args += ["--reward.stop_properly_penalty_coef", _number(coef)]
+    if "--reward.model_name_or_path" in args:
+        notes.append(
+            "reward: OpenRLHF's reward-model role scores the whole response (thinking included), not the text "
+            "after </think>, and applies no code-switching penalty (the paper's RLHF reward)"
+        )
     if int(_get(config, "top_k", -1)) > 0:
         notes.append(f"top_k={config.top_k}: OpenRLHF 0.11.2's rollout has no top-k flag; sampling uses top-p only")
     if _get(config, "epoch_filter", False):
