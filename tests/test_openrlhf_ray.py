@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from cascade_cli.chat import CHAT_TEMPLATE
 from cascade_cli.checkpoint import read_manifest
 from cascade_cli.config.common import ClusterConfig
 from cascade_cli.config.sft import SFTConfig
@@ -149,6 +150,8 @@ def test_submitted_job_streams_logs_into_the_manifest(tmp_path, ray_head):
     ]
     written = json.loads((out / "config.json").read_text())["argv"]
     assert written[written.index("--data.dataset") + 1] == manifest["openrlhf_data"]
+    # The Jinja chat template (spaces, quotes, braces) survives `ray job submit` and the job's shell intact.
+    assert written[written.index("--data.tokenizer_chat_template") + 1] == CHAT_TEMPLATE
     converted = [json.loads(line) for line in Path(manifest["openrlhf_data"]).read_text().splitlines()]
     assert converted[0]["messages"][0]["content"] == "hi /think"
 
