@@ -365,7 +365,7 @@ def test_module_entry_points(tmp_path, capsys):
     assert flagset.main([]) == 0 and "up to date" in capsys.readouterr().out
     source = tmp_path / "rows.jsonl"
     source.write_text(
-        json.dumps({"id": "1", "domain": "math", "prompt": "1+1?", "label": {"answer": "2"}}) + "\n"
+        json.dumps({"id": "1", "source": "t", "domain": "math", "mode": "think", "prompt": "1+1?", "label": {"answer": "2"}}) + "\n"
     )
     assert (
         data.main(

@@ -18,9 +18,10 @@ pytest.importorskip("openrlhf", reason="the real OpenRLHF source: pip install --
 datasets = pytest.importorskip("datasets")
 
 RL_ROWS = [
-    {"id": "m1", "domain": "math", "prompt": "What is 1+1?", "label": {"answer": "2"}, "mode": "think"},
+    {"id": "m1", "source": "t", "domain": "math", "prompt": "What is 1+1?", "label": {"answer": "2"}, "mode": "think"},
     {
         "id": "i1",
+        "source": "t",
         "domain": "if",
         "prompt": [
             {"role": "system", "content": "Be brief."},
@@ -31,7 +32,9 @@ RL_ROWS = [
     },
     {
         "id": "c1",
+        "source": "t",
         "domain": "code",
+        "mode": "no_think",
         "prompt": "Add two numbers.",
         "label": {"kind": "call", "fn_name": "add", "inputs": [[1, 2]], "outputs": [3]},
     },
@@ -88,7 +91,7 @@ def test_rl_prompts_and_labels_through_openrlhf_prompt_dataset(tmp_path, tokeniz
     assert dataset.prompts == [
         chat.render_prompt("What is 1+1?", mode="think"),
         chat.render_prompt(RL_ROWS[1]["prompt"], mode="no_think"),
-        chat.render_prompt("Add two numbers.", mode="think"),  # no row mode: the code domain's (thinking)
+        chat.render_prompt("Add two numbers.", mode="no_think"),
     ]
     assert dataset.prompts[1].endswith("Say hi without commas /no_think<|im_end|>\n<|im_start|>assistant\n")
     labels = [json.loads(label) for label in dataset.labels]
@@ -101,7 +104,10 @@ def test_rl_prompts_and_labels_through_openrlhf_prompt_dataset(tmp_path, tokeniz
 def test_rlhf_half_half_modes(tmp_path, tokenizer):
     from openrlhf.datasets import PromptDataset
 
-    rows = [{"id": str(i), "domain": "general", "prompt": f"Tell me about topic {i}."} for i in range(6)]
+    rows = [
+        {"id": str(i), "source": "t", "domain": "general", "mode": "think", "prompt": f"Tell me about topic {i}."}
+        for i in range(6)
+    ]
     target = convert(tmp_path, "rlhf", rows, mode="half")
     dataset = PromptDataset(
         load_json(target),
@@ -122,7 +128,7 @@ def test_sft_loss_spans_through_openrlhf_sft_dataset(tmp_path, base_tokenizer):
         {"role": "user", "content": "and 3+3?"},
         {"role": "assistant", "content": "6"},
     ]
-    target = convert(tmp_path, "sft", [{"id": "s", "domain": "sft", "messages": messages, "mode": "think"}])
+    target = convert(tmp_path, "sft", [{"id": "s", "source": "t", "domain": "sft", "messages": messages, "mode": "think"}])
     tokenizer = base_tokenizer
     dataset = SFTDataset(
         load_json(target),
@@ -155,6 +161,7 @@ def test_preference_pairs_through_openrlhf_reward_dataset(tmp_path, base_tokeniz
 
     row = {
         "id": "p",
+        "source": "t",
         "domain": "pref",
         "prompt": "Write a haiku.",
         "chosen": "Old pond, frog jumps in.",
@@ -183,24 +190,41 @@ def test_preference_pairs_through_openrlhf_reward_dataset(tmp_path, base_tokeniz
 
 def test_bad_rows_name_the_file_and_row(tmp_path):
     source = tmp_path / "bad.jsonl"
-    write_jsonl(source, [RL_ROWS[0], {"id": "x", "domain": "math", "label": {"answer": "1"}}])
+    missing_prompt = {"id": "x", "source": "t", "domain": "math", "mode": "think", "label": {"answer": "1"}}
+    write_jsonl(source, [RL_ROWS[0], missing_prompt])
     with pytest.raises(CascadeUsageError, match=r"bad.jsonl: row 2: missing key 'prompt'"):
         list(convert_rows("rlvr", source))
-    write_jsonl(source, [{"id": "s", "messages": [{"role": "user", "content": "hi"}]}])
+    write_jsonl(source, [{**RL_ROWS[0], "label": {"answer": 2}}])
+    with pytest.raises(CascadeUsageError, match=r"bad.jsonl: row 1: 'label.answer' must be a string"):
+        list(convert_rows("rlvr", source))
+    write_jsonl(source, [RL_ROWS[0]])
+    with pytest.raises(CascadeUsageError, match=r"bad.jsonl: row 1: 'domain' must be 'if' here"):
+        list(convert_rows("rlvr", source, domain="if"))
+    sft = {"id": "s", "source": "t", "domain": "sft", "mode": "think", "messages": [{"role": "user", "content": "hi"}]}
+    write_jsonl(source, [sft])
     with pytest.raises(CascadeUsageError, match=r"bad.jsonl: row 1: 'messages' has no assistant turn"):
         list(convert_rows("sft", source))
-    write_jsonl(source, [{"id": "p", "prompt": "q", "chosen": "a"}])
+    write_jsonl(source, [{"id": "p", "source": "t", "domain": "pref", "mode": "think", "prompt": "q", "chosen": "a"}])
     with pytest.raises(CascadeUsageError, match=r"row 1: missing key 'rejected'"):
         list(convert_rows("reward_model", source))
-    with pytest.raises(CascadeUsageError, match="data not found"):
-        list(convert_rows("rlvr", tmp_path / "missing"))
+    with pytest.raises(CascadeUsageError, match="file not found"):
+        list(convert_rows("rlvr", tmp_path / "missing.jsonl"))
 
 
-def test_convert_stage_data_reads_a_prepare_data_directory(tmp_path):
+def test_stage_modes_follow_the_paper_and_the_local_engine(tmp_path):
+    rows = [{**RL_ROWS[1], "id": str(i), "mode": "think"} for i in range(4)]
     (tmp_path / "prepared").mkdir()
-    write_jsonl(tmp_path / "prepared" / "data.jsonl", RL_ROWS[:1])
-    config = SimpleNamespace(kind="rlvr", data=str(tmp_path / "prepared"), domain="math", mode=None)
-    assert convert_stage_data(config, tmp_path / "out" / "train.jsonl") == 1
+    write_jsonl(tmp_path / "prepared" / "data.jsonl", rows)
+    for kind, domain, mode, flags in (
+        ("rlvr", "if", None, ["/no_think"] * 4),  # IF-RL: non-thinking by default
+        ("rlvr", "if", "row", ["/think"] * 4),
+        ("rlhf", None, None, ["/think", "/no_think"] * 2),  # RLHF: half-half
+    ):
+        config = SimpleNamespace(kind=kind, data=str(tmp_path / "prepared"), domain=domain, mode=mode)
+        target = tmp_path / f"{kind}-{mode}.jsonl"
+        assert convert_stage_data(config, target) == 4
+        converted = [json.loads(line) for line in target.read_text().splitlines()]
+        assert [row["prompt"][-1]["content"].rsplit(" ", 1)[1] for row in converted] == flags
 
 
 def test_phase_files_hold_exactly_each_phases_prompts_in_epochs(tmp_path):

@@ -112,6 +112,7 @@ def sft_config(tmp_path: Path, address: str) -> SFTConfig:
         [
             {
                 "id": "1",
+                "source": "t",
                 "domain": "sft",
                 "mode": "think",
                 "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
@@ -172,7 +173,8 @@ def test_length_schedule_runs_as_chained_jobs(tmp_path, ray_head):
     write_jsonl(
         data,
         [
-            {"id": str(i), "domain": "math", "prompt": f"{i}+1?", "label": {"answer": str(i + 1)}}
+            {"id": str(i), "source": "t", "domain": "math", "mode": "think", "prompt": f"{i}+1?",
+             "label": {"answer": str(i + 1)}}
             for i in range(5)
         ],
     )
