@@ -65,6 +65,8 @@ class RLStage(StageConfig):
     max_grad_norm: float = 1.0
     kl_coef: float = 0.0
     entropy_coef: float = 0.0
+    loss_aggregation: str = "token"  # RLHFConfig's stabiliser knob
+    reward_shaping: str = "none"
     save_every: int = 0
     tensorboard: bool = False
 
@@ -290,6 +292,11 @@ def test_rlhf_with_our_reward_model_and_kl(tmp_path):
     assert (args.actor.num_nodes, args.actor.num_gpus_per_node) == (2, 8)
     assert (args.ref.num_nodes, args.reward.num_gpus_per_node) == (1, 8)
     assert any("not the text after </think>" in note for note in job.notes)
+    assert args.actor.loss_agg_mode == "token-mean"
+    # The paper's RLHF stabilisers: sequence-level loss maps to OpenRLHF's; reward shaping has no flag.
+    [job] = stage_jobs(rl_stage(tmp_path, kind="rlhf", loss_aggregation="sequence", reward_shaping="zscore_tanh"))
+    assert parse(job).actor.loss_agg_mode == "seq-mean-token-mean"
+    assert any("reward_shaping=zscore_tanh" in note for note in job.notes)
 
 
 def test_unknown_and_ill_typed_flags_are_refused_like_openrlhf_does():

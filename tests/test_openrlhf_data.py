@@ -164,7 +164,7 @@ def test_preference_pairs_through_openrlhf_reward_dataset(tmp_path, base_tokeniz
         "source": "t",
         "domain": "pref",
         "prompt": "Write a haiku.",
-        "chosen": "Old pond, frog jumps in.",
+        "chosen": chat.format_response("Old pond, frog jumps in.", thinking="A haiku has three lines."),
         "rejected": "No.",
         "mode": "no_think",
     }
@@ -184,7 +184,7 @@ def test_preference_pairs_through_openrlhf_reward_dataset(tmp_path, base_tokeniz
     )
     prompt = chat.render_prompt("Write a haiku.", mode="no_think")
     assert dataset.prompts[0] == prompt
-    assert dataset.chosens[0] == "Old pond, frog jumps in.<|im_end|>\n"
+    assert dataset.chosens[0] == "Old pond, frog jumps in.<|im_end|>\n"  # the RM reads the answer only
     assert dataset.rejects[0] == "No.<|im_end|>\n"
 
 

@@ -34,6 +34,8 @@ DEEPSPEED_KINDS = {"sft": "train_sft", "reward_model": "train_rm"}
 DATA_DIR = "openrlhf_data"
 DATA_FILE = "train.jsonl"
 DEFAULT_RUNTIME_ENV = {"env_vars": {"TOKENIZERS_PARALLELISM": "true", "NCCL_DEBUG": "WARN"}}
+# Our `loss_aggregation` (RLHF's stabiliser: sequence) -> OpenRLHF's --actor.loss_agg_mode.
+LOSS_AGG_MODES = {"token": "token-mean", "sequence": "seq-mean-token-mean"}
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
@@ -282,7 +284,7 @@ def _rl_job(config: Any, data_path: Path, phase: Phase, index: int, init: str, o
         "--train.seed", str(_get(config, "seed", 0)),
         "--algo.advantage.estimator", "group_norm",
         "--algo.kl.init_coef", _number(kl),
-        "--actor.loss_agg_mode", "token-mean",
+        "--actor.loss_agg_mode", LOSS_AGG_MODES[str(_get(config, "loss_aggregation", "token"))],
         "--actor.adam.lr", _number(float(_get(config, "lr", 1e-6))),
         "--actor.adam.betas", _number(float(_get(config, "beta1", 0.9))), _number(float(_get(config, "beta2", 0.95))),
         "--actor.adam.weight_decay", _number(float(_get(config, "weight_decay", 0.0))),
@@ -328,6 +330,8 @@ def _rl_job(config: Any, data_path: Path, phase: Phase, index: int, init: str, o
             "reward: OpenRLHF's reward-model role scores the whole response (thinking included), not the text "
             "after </think>, and applies no code-switching penalty (the paper's RLHF reward)"
         )
+    if str(_get(config, "reward_shaping", "none")) != "none":
+        notes.append(f"reward_shaping={config.reward_shaping}: no OpenRLHF 0.11.2 equivalent; rewards are used as scored")
     if int(_get(config, "top_k", -1)) > 0:
         notes.append(f"top_k={config.top_k}: OpenRLHF 0.11.2's rollout has no top-k flag; sampling uses top-p only")
     if _get(config, "epoch_filter", False):

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from cascade_cli.chat import MODES, flag_user_turn, prompt_messages
+from cascade_cli.chat import MODES, answer_text, flag_user_turn, prompt_messages
 from cascade_cli.data.io import load_canonical, pref_pair
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.jsonl import write_jsonl
@@ -67,9 +67,12 @@ def sft_row(row: dict[str, Any]) -> dict[str, Any]:
     return {"messages": flagged(row["messages"], row["mode"])}
 
 
-def rm_row(row: dict[str, Any]) -> dict[str, Any]:
-    """The preference pair as chat turns after the (flagged) prompt, whichever form the row was written in."""
+def rm_row(row: dict[str, Any], strip_thinking: bool = True) -> dict[str, Any]:
+    """The preference pair as chat turns after the (flagged) prompt, whichever form the row was written in;
+    with `strip_thinking` the answers lose their think block (RLHF scores the text after </think>)."""
     prompt, chosen, rejected = pref_pair(row)
+    if strip_thinking:
+        chosen, rejected = answer_text(chosen), answer_text(rejected)
     return {
         "prompt": flagged(prompt, row["mode"]),
         "chosen": [{"role": "assistant", "content": chosen}],
@@ -78,7 +81,7 @@ def rm_row(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def convert_rows(
-    kind: str, source: str | Path, mode: str | None = None, domain: str | None = None
+    kind: str, source: str | Path, mode: str | None = None, domain: str | None = None, strip_thinking: bool = True
 ) -> Iterator[dict[str, Any]]:
     """Canonical rows (validated by the project's loader, .jsonl / .parquet / prepare-data directory) in
     OpenRLHF's format for `kind`; `domain`, when given, is required of every row."""
@@ -96,7 +99,7 @@ def convert_rows(
         elif kind == "sft":
             yield sft_row(row)
         else:
-            yield rm_row(row)
+            yield rm_row(row, strip_thinking)
 
 
 def write_phase_files(source: Path, samples: list[int], targets: list[Path], seed: int = 0) -> None:
@@ -149,7 +152,8 @@ def stage_mode(config: Any) -> str | None:
 def convert_stage_data(config: Any, target: Path) -> int:
     """Write the stage's data in OpenRLHF's format to `target`; returns the row count."""
     domain = getattr(config, "domain", None) if config.kind == "rlvr" else None  # RLHF rows keep their own
-    rows = convert_rows(config.kind, config.data, stage_mode(config), domain)
+    strip = bool(getattr(config, "strip_thinking", True))
+    rows = convert_rows(config.kind, config.data, stage_mode(config), domain, strip)
     target.parent.mkdir(parents=True, exist_ok=True)
     count = write_jsonl(target, rows)
     if count == 0:
@@ -168,10 +172,12 @@ def main(argv: list[str] | None = None) -> int:
         "--phase-samples", default="", help="RL: rows per phase, comma-separated (phaseK.jsonl)"
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--keep-thinking", action="store_true", help="reward_model: keep think blocks in answers")
     args = parser.parse_args(argv)
     target = Path(args.target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    count = write_jsonl(target, convert_rows(args.kind, args.source, args.mode, args.domain))
+    rows = convert_rows(args.kind, args.source, args.mode, args.domain, strip_thinking=not args.keep_thinking)
+    count = write_jsonl(target, rows)
     print(f"wrote {count} rows to {target}")
     if args.phase_samples:
         samples = [int(value) for value in args.phase_samples.split(",")]

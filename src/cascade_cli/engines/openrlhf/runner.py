@@ -59,6 +59,8 @@ def conversion_command(config: Any) -> list[str]:
         argv += ["--mode", mode]
     if config.kind == "rlvr" and getattr(config, "domain", None):
         argv += ["--domain", str(config.domain)]
+    if config.kind == "reward_model" and not getattr(config, "strip_thinking", True):
+        argv += ["--keep-thinking"]
     if config.kind in ("rlvr", "rlhf"):
         argv += ["--phase-samples", ",".join(map(str, phase_samples(config))), "--seed", str(config.seed)]
     return argv
