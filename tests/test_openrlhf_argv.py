@@ -21,7 +21,7 @@ from cascade_cli.config.sft import SFTConfig
 from cascade_cli.engines.openrlhf import flagset
 from cascade_cli.engines.openrlhf.argv import stage_jobs
 from cascade_cli.engines.openrlhf.validate import validate_args
-from cascade_cli.errors import CascadeUsageError
+from cascade_cli.errors import CascadeRunError, CascadeUsageError
 
 pytest.importorskip("openrlhf", reason="the real OpenRLHF source: pip install --no-deps openrlhf==0.11.2")
 
@@ -396,3 +396,30 @@ def test_rl_init_with_a_foreign_chat_template_is_flagged(tmp_path):
     tokenizer.chat_template = "{{ messages[0]['content'] }}"
     tokenizer.save_pretrained(tmp_path / "foreign")
     assert "not cascade's" in init_template_warning(rl_stage(tmp_path, init=str(tmp_path / "foreign")))
+
+
+def test_rerun_reuses_finished_phases_without_contacting_ray(tmp_path):
+    """A stage rerun skips the jobs its manifest says finished with the same command and output; only the
+    rest is submitted (here: none, so the unreachable Ray address is never contacted)."""
+    from cascade_cli.checkpoint import read_manifest, write_manifest
+    from cascade_cli.engines.openrlhf.runner import run_openrlhf_stage
+
+    rows = tmp_path / "math.jsonl"
+    row = {"id": "1", "source": "t", "domain": "math", "mode": "think", "prompt": "1+1?", "label": {"answer": "2"}}
+    rows.write_text(json.dumps(row) + "\n")
+    config = rl_stage(tmp_path, data=str(rows), phases=[Phase(2, 1024, 1.0, True), Phase(1, 2048, 0.8, False)],
+                      cluster=cluster(ray_address="http://127.0.0.1:9"))
+    jobs = stage_jobs(config)
+    finished = []
+    for index, job in enumerate(jobs):
+        Path(job.output_dir).mkdir(parents=True, exist_ok=True)
+        (Path(job.output_dir) / "config.json").write_text("{}")
+        finished.append({"name": job.name, "job_id": f"j{index}", "status": "SUCCEEDED", "command": job.argv,
+                         "output_dir": job.output_dir})
+    write_manifest(config.out, stage="math_rl", kind="rlvr", config={}, init=None, status="failed",
+                   extra={"openrlhf_jobs": finished})
+    metrics = run_openrlhf_stage(config)
+    assert metrics["job_ids"] == ["j0", "j1"] and read_manifest(config.out)["status"] == "completed"
+    config.lr = 3e-6  # another command: the finished jobs no longer count, so it must reach Ray (and fail)
+    with pytest.raises((CascadeRunError, CascadeUsageError), match="ray"):  # no server / no ray installed
+        run_openrlhf_stage(config)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cascade_cli.chat import CHAT_TEMPLATE
-from cascade_cli.checkpoint import write_manifest
+from cascade_cli.checkpoint import read_manifest, write_manifest
 from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console, print_warning
 from cascade_cli.engines.openrlhf.argv import (
@@ -162,6 +162,12 @@ def init_template_warning(config: Any) -> str | None:
     return None
 
 
+def completed_jobs(out: Path) -> dict[str, dict[str, Any]]:
+    """Jobs an earlier run of this stage finished (from its manifest), by name."""
+    earlier = read_manifest(out) or {}
+    return {job["name"]: job for job in earlier.get("openrlhf_jobs", []) if job.get("status") == "SUCCEEDED"}
+
+
 def run_openrlhf_stage(config: Any, entrypoint_override: EntrypointOverride | None = None) -> dict[str, Any]:
     """Validate, then (unless dry_run) convert the data and run the stage's jobs in order.
 
@@ -212,7 +218,13 @@ def run_openrlhf_stage(config: Any, entrypoint_override: EntrypointOverride | No
             },
         )
 
+    done = completed_jobs(out)
     for job in jobs:
+        earlier = done.get(job.name)
+        if earlier and earlier.get("command") == job.argv and (Path(job.output_dir) / "config.json").is_file():
+            records.append({**earlier, "reused": True})  # a rerun continues after the last finished phase
+            console.print(f"[dim]skip[/] {job.name}: job {earlier['job_id']} already produced {job.output_dir}")
+            continue
         for note in job.notes:
             print_warning(f"{job.name}: {note}")
         job_id = _job_id(job.name)
