@@ -146,7 +146,8 @@ def run_side(
 def child(side: str, model_dir: Path, args: argparse.Namespace) -> dict | None:
     command = [
         sys.executable, __file__, "--worker", side, "--model", str(model_dir), "--prompts", str(args.prompts),
-        "--n", str(args.n), "--max-new-tokens", str(args.max_new_tokens), "--seed", str(args.seed), "--threads", str(args.threads),
+        "--n", str(args.n), "--max-new-tokens", str(args.max_new_tokens), "--seed", str(args.seed),
+        "--threads", str(args.threads),
     ]  # fmt: skip
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
     if side != "vllm":
