@@ -4,10 +4,12 @@ Same prompts and sampling for every side (n=8 samples per prompt, temperature 1,
 tokens, stop at `<|im_end|>`; random-init models stop at random, so answer lengths vary), on two models:
 the tiny model (`cascade_cli.tiny`, ~1.5M parameters) and a random-init Qwen3 of ~100M parameters with the
 same character tokenizer. Each (model, side) runs in its own child process, one after the other, so no
-side inherits another's threads or caches. Prints tokens/s (generation only, and end to end with the model
+side inherits another's threads or caches. The transformers sides run with `--threads` torch threads,
+by default the number vLLM's CPU engine gives its own OpenMP pool (all cores but one, which it keeps for its
+scheduler), so both engines compute on the same number of cores. Prints tokens/s (generation only, and end to end with the model
 load / engine start), the ratios, and whether `Generator(backend="auto")` picks the faster backend.
 
-    PYTHONPATH=src python benchmarks/eval_generation.py [--prompts 8] [--n 8] [--max-new-tokens 256]
+    PYTHONPATH=src python benchmarks/eval_generation.py [--prompts 8] [--n 8] [--max-new-tokens 256] [--threads N]
 """
 
 from __future__ import annotations
@@ -79,8 +81,13 @@ def prompts(count: int) -> list[str]:
 # ---------------------------------------------------------------------------------------------------------
 
 
-def run_side(side: str, model_dir: str, count: int, n: int, max_new_tokens: int, seed: int) -> dict:
+def run_side(
+    side: str, model_dir: str, count: int, n: int, max_new_tokens: int, seed: int, threads: int
+) -> dict:
     import torch
+
+    if side != "vllm":
+        torch.set_num_threads(threads)
 
     texts = prompts(count)
     started = time.perf_counter()
@@ -140,8 +147,11 @@ def child(side: str, model_dir: Path, args: argparse.Namespace) -> dict | None:
     command = [
         sys.executable, __file__, "--worker", side, "--model", str(model_dir), "--prompts", str(args.prompts),
         "--n", str(args.n), "--max-new-tokens", str(args.max_new_tokens), "--seed", str(args.seed),
+        "--threads", str(args.threads),
     ]  # fmt: skip
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+    if side != "vllm":
+        env["OMP_NUM_THREADS"] = str(args.threads)
     completed = subprocess.run(command, capture_output=True, text=True, env=env, timeout=args.timeout)
     if completed.returncode != 0:
         print(f"  {side}: FAILED\n{completed.stderr[-2000:]}", file=sys.stderr)
@@ -158,11 +168,14 @@ def main() -> None:
     parser.add_argument("--models", default="tiny,qwen3-100m")
     parser.add_argument("--sides", default=",".join(SIDES))
     parser.add_argument("--timeout", type=int, default=900)
+    parser.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     parser.add_argument("--worker", choices=SIDES)
     parser.add_argument("--model")
     args = parser.parse_args()
     if args.worker:
-        result = run_side(args.worker, args.model, args.prompts, args.n, args.max_new_tokens, args.seed)
+        result = run_side(
+            args.worker, args.model, args.prompts, args.n, args.max_new_tokens, args.seed, args.threads
+        )
         print(json.dumps(result))
         return
 
