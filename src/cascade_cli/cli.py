@@ -103,6 +103,14 @@ def prepare_data_command(
     limit: Annotated[int | None, typer.Option("--limit", help="Read at most this many source rows.")] = None,
     mode: Annotated[str | None, typer.Option("--mode", help="think or no_think for every row.")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Seed for tiny generation and the hold-out draw.")] = None,
+    source_format: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            help="Source format: auto (from the columns), nemotron-sft, nemotron-rl-math, nemotron-rl-if, "
+            "nemotron-rl-swe, openai, alpaca, sharegpt, livecodebench, taco, apps.",
+        ),
+    ] = None,
     decontaminate_against: Annotated[
         str | None,
         typer.Option(
@@ -127,7 +135,7 @@ def prepare_data_command(
 
     values = {
         "source": source, "out": out, "domain": domain, "n": n, "holdout": holdout, "limit": limit,
-        "mode": mode, "seed": seed, "map": parse_field_map(field_map) or None,
+        "mode": mode, "seed": seed, "map": parse_field_map(field_map) or None, "format": source_format,
         "decontaminate_against": _comma_list(decontaminate_against),
         "exclude_prompts_from": _comma_list(exclude_prompts_from),
     }

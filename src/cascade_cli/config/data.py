@@ -23,6 +23,9 @@ class PrepareDataConfig(StageConfig):
     n: int = 1000  # rows for tiny:* sources
     mode: str | None = None  # think | no_think for every row (else the row's own or the domain default)
     map: dict[str, str] = field(default_factory=dict)  # canonical name -> source column
+    # Source format (data/formats.py: nemotron-sft, nemotron-rl-math, livecodebench, apps, ...) or auto: read
+    # off each row's columns (rows no format claims take the generic column rules).
+    format: str = "auto"
     holdout: int = 0  # rows written to heldout.jsonl instead of data.jsonl (for evaluation)
     # tiny:sft only: share of wrong math/code/if answers (headroom for RL) and the task mix.
     wrong_fraction: float = 0.2

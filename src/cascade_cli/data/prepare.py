@@ -25,6 +25,7 @@ from cascade_cli.config.structure import parse_overrides, structure, to_plain
 from cascade_cli.console import console, print_warning
 from cascade_cli.data import tiny_tasks
 from cascade_cli.data.decontaminate import FilterResult, NgramIndex, build_index, filter_rows
+from cascade_cli.data.formats import FormatError, check_format, convert_row
 from cascade_cli.data.io import CARD_FILE, DATA_FILE, DOMAINS, HELDOUT_FILE, pref_pair
 from cascade_cli.data.normalize import normalize_row
 from cascade_cli.data.sources import (
@@ -65,6 +66,10 @@ def check_config(config: PrepareDataConfig) -> None:
             raise CascadeUsageError(
                 f"prepare-data: {key}: expected a count >= 0; found {getattr(config, key)}"
             )
+    try:
+        check_format(config.format)
+    except ValueError as error:
+        raise CascadeUsageError(f"prepare-data: {error}") from None
     if config.limit is not None and config.limit < 1:
         raise CascadeUsageError(f"prepare-data: limit: expected a count >= 1; found {config.limit}")
     if config.ngram_n < 1:
@@ -165,13 +170,17 @@ def _read_rows(config: PrepareDataConfig, source: Source) -> list[dict[str, Any]
         task = progress.add_task(Path(source.spec).name, total=total)
         for where, number, raw in rows_iter:
             mapped = apply_field_map(raw, mapping, f"{where}: row {number}")
+            try:
+                mapped, format_domain = convert_row(mapped, config.format)
+            except FormatError as error:
+                raise CascadeUsageError(f"{where}: row {number}: {error}") from None
             rows.append(
                 normalize_row(
                     mapped,
                     number=number,
                     where=where,
                     source=source.spec,
-                    domain=config.domain,
+                    domain=config.domain or format_domain,
                     mode=config.mode,
                     id_prefix=Path(where).stem or "row",
                 )
