@@ -78,8 +78,35 @@ def _comma_list(text: str | None) -> list[str] | None:
     return [item.strip() for item in text.split(",") if item.strip()] if text else None
 
 
-@app.command("prepare-data")
+class _PrepareDataGroup(_CascadeGroup):
+    """`prepare-data [OPTIONS] [key=value ...]` prepares a source; `prepare-data filter ...` runs the subcommand.
+
+    A click group would read the first key=value override as a subcommand name; only a known subcommand
+    name in first position is one.
+    """
+
+    def parse_args(self, ctx, args):  # type: ignore[no-untyped-def]
+        if args and args[0] in self.commands:
+            super(TyperGroup, self).parse_args(ctx, [])  # the prepare options' defaults
+            ctx._protected_args, ctx.args = [args[0]], list(args[1:])
+            return ctx.args
+        return super(TyperGroup, self).parse_args(ctx, args)  # options + key=value overrides
+
+
+prepare_data_app = typer.Typer(
+    cls=_PrepareDataGroup,
+    invoke_without_command=True,
+    no_args_is_help=False,
+    rich_markup_mode="rich",
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(prepare_data_app, name="prepare-data")
+
+
+@prepare_data_app.callback()
 def prepare_data_command(
+    ctx: typer.Context,
     overrides: Annotated[
         list[str] | None,
         typer.Argument(help="More config keys as key=value, e.g. wrong_fraction=0.3 split=test", show_default=False),
@@ -126,10 +153,13 @@ def prepare_data_command(
     """Turn a source into canonical rows: OUT/data.jsonl, OUT/heldout.jsonl and OUT/data_card.json.
 
     Filters (counts in the data card, removed ids in OUT/removed.jsonl): --exclude-prompts-from keeps SFT and
-    RL prompts disjoint; --decontaminate-against drops rows that overlap benchmark prompts.
+    RL prompts disjoint; --decontaminate-against drops rows that overlap benchmark prompts. --format names the
+    source's format (else read off the columns). `cascade prepare-data filter` keeps prompts by pass rate.
 
     Example: [bold]cascade prepare-data --source tiny:math --out data/math --n 400 --holdout 100[/]
     """
+    if ctx.invoked_subcommand is not None:
+        return
     from cascade_cli.data.prepare import build_prepare_config, run_prepare_data
     from cascade_cli.data.sources import parse_field_map
 
@@ -140,6 +170,42 @@ def prepare_data_command(
         "exclude_prompts_from": _comma_list(exclude_prompts_from),
     }
     run_prepare_data(build_prepare_config(values, overrides or []))
+
+
+@prepare_data_app.command("filter")
+def prepare_data_filter_command(
+    model: Annotated[str, typer.Option("--model", help="Checkpoint that samples: tiny, a folder or a hub id.")],
+    data: Annotated[str, typer.Option("--data", help="Canonical RL rows: a .jsonl/.parquet file or a prepare-data folder.")],
+    out: Annotated[str, typer.Option("--out", help="Output folder (data.jsonl, dropped.jsonl, pass_rate.json).")],
+    overrides: Annotated[
+        Optional[list[str]],
+        typer.Argument(help="More config keys as key=value, e.g. max_new_tokens=2048 temperature=0.6", show_default=False),
+    ] = None,
+    k: Annotated[Optional[int], typer.Option("--k", help="Samples per prompt (paper: 16 for math, 8 for code).")] = None,
+    max_pass: Annotated[
+        Optional[float], typer.Option("--max-pass", help="Drop prompts solved this often or more (too easy).")
+    ] = None,
+    min_pass: Annotated[
+        Optional[float], typer.Option("--min-pass", help="Drop prompts solved less often than this (too hard).")
+    ] = None,
+    reuse: Annotated[
+        bool, typer.Option("--reuse", help="Rows that already carry a pass_rate for the same k are not sampled again.")
+    ] = False,
+) -> None:
+    """Pass-rate filtering: sample k answers per prompt, score them with the domain's verifier, keep the band.
+
+    Kept rows satisfy min_pass <= pass_rate < max_pass; every row gets `pass_rate` and `pass_rate_k`; dropped
+    rows go to OUT/dropped.jsonl. Code as in the paper: --k 8 --min-pass 0.1 --max-pass 1.0.
+
+    Example: [bold]cascade prepare-data filter --model runs/sft --data data/math --k 16 --max-pass 0.75 --out data/math_hard[/]
+    """
+    from cascade_cli.data.pass_rate import build_filter_config, run_pass_rate_filter
+
+    values = {
+        "model": model, "data": data, "out": out, "k": k, "max_pass": max_pass, "min_pass": min_pass,
+        "reuse": reuse or None,
+    }
+    run_pass_rate_filter(build_filter_config(values, overrides or []))
 
 
 # ----------------------------------------------------------------------------------------------------------
