@@ -115,7 +115,7 @@ def prepare_data_command(
         str | None,
         typer.Option(
             "--source",
-            help="tiny:DOMAIN (math|code|if|pref|general|sft), a .jsonl/.json/.parquet file or folder, or a hub id.",
+            help="tiny:DOMAIN (math|code|if|pref|general|sft|tools), a .jsonl/.json/.parquet file or folder, or a hub id.",
         ),
     ] = None,
     out: Annotated[str | None, typer.Option("--out", help="Output folder (data.jsonl, heldout.jsonl, data_card.json).")] = None,

@@ -23,7 +23,7 @@ from cascade_cli.checkpoint import write_manifest
 from cascade_cli.config.data import PrepareDataConfig
 from cascade_cli.config.structure import parse_overrides, structure, to_plain
 from cascade_cli.console import console, print_warning
-from cascade_cli.data import tiny_tasks
+from cascade_cli.data import tiny_tasks, tiny_tools
 from cascade_cli.data.decontaminate import FilterResult, NgramIndex, build_index, filter_rows
 from cascade_cli.data.formats import FormatError, check_format, convert_row
 from cascade_cli.data.io import CARD_FILE, DATA_FILE, DOMAINS, HELDOUT_FILE, pref_pair
@@ -103,11 +103,19 @@ def prompt_key(row: dict[str, Any]) -> str:
 def _tiny_rows(
     config: PrepareDataConfig, source: Source
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    if source.tiny_domain not in tiny_tasks.TINY_DOMAINS:
+    known = (*tiny_tasks.TINY_DOMAINS, tiny_tools.NAME)
+    if source.tiny_domain not in known:
         raise CascadeUsageError(
             f"--source {source.spec}: unknown tiny domain {source.tiny_domain!r}; "
-            f"expected one of {', '.join('tiny:' + d for d in tiny_tasks.TINY_DOMAINS)}"
+            f"expected one of {', '.join('tiny:' + d for d in known)}"
         )
+    if source.tiny_domain == tiny_tools.NAME:  # tool-use sft conversations (data/tiny_tools.py)
+        try:
+            train = tiny_tools.generate(config.n, seed=config.seed, split="train", mode=config.mode)
+            heldout = tiny_tools.generate(config.holdout, seed=config.seed, split="heldout", mode=config.mode)
+        except ValueError as error:
+            raise CascadeUsageError(f"--source {source.spec}: {error}") from None
+        return train, heldout
     options = {"mode": config.mode, "wrong_fraction": config.wrong_fraction, "mix": dict(config.mix) or None}
     try:
         train = tiny_tasks.generate(source.tiny_domain, config.n, seed=config.seed, split="train", **options)
@@ -282,7 +290,7 @@ def rendered_text(row: dict[str, Any]) -> str:
     """What a model sees for this row (prompt plus the answer it trains on, when there is one)."""
     mode = row.get("mode", "think")
     if "messages" in row:
-        return render_messages(row["messages"], mode=mode)
+        return render_messages(row["messages"], mode=mode, tools=row.get("tools") or None)
     if row.get("domain") == "pref":
         messages, chosen, _ = pref_pair(row)
         return render_messages(messages, mode=mode, add_generation_prompt=True) + chosen
