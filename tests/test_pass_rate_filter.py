@@ -38,6 +38,13 @@ def test_band_follows_the_paper_thresholds():
     assert dropped == [{"id": "b", "pass_rate": 1.0, "pass_rate_k": 8, "dropped": "too_easy"}]
 
 
+def test_mixed_files_take_a_band_per_domain():
+    rows = [{"id": "m", "domain": "math"}, {"id": "c0", "domain": "code"}, {"id": "c8", "domain": "code"}]
+    kept, dropped = apply_band(rows, [0.0, 0.0, 1.0], 8, 0.0, 0.75, {"code": [0.1, 1.0]})
+    assert [row["id"] for row in kept] == ["m"]  # unsolved math stays; 0/8 and 8/8 code go
+    assert [(row["id"], row["dropped"]) for row in dropped] == [("c0", "too_hard"), ("c8", "too_easy")]
+
+
 def _rows(domain: str, n: int) -> list[dict]:
     return tiny_tasks.generate(domain, n, seed=3, wrong_fraction=0.0)
 
@@ -78,7 +85,7 @@ def test_filter_writes_kept_dropped_summary_and_reuses_pass_rates(tmp_path):
     data = _write(tmp_path / "in" / "data.jsonl", rows)
     _write(tmp_path / "in" / "heldout.jsonl", _rows("math", 1))
     out = tmp_path / "out"
-    config = build_filter_config({"model": "unused", "data": str(data.parent), "out": str(out), "k": k})
+    config = build_filter_config({"init": "unused", "data": str(data.parent), "out": str(out), "k": k})
     metrics = run_pass_rate_filter(config, sampler=_scripted_sampler(rows, solved))
     # max_pass 0.75: 3/4 and 4/4 are too easy
     assert metrics["kept"] == 6 and metrics["too_easy"] == 2 and metrics["sampled"] == 8
@@ -98,13 +105,13 @@ def test_filter_writes_kept_dropped_summary_and_reuses_pass_rates(tmp_path):
 
     again = tmp_path / "again"
     config = build_filter_config(
-        {"model": "unused", "data": str(out), "out": str(again), "k": k, "min_pass": 0.25, "reuse": True}
+        {"init": "unused", "data": str(out), "out": str(again), "k": k, "min_pass": 0.25, "reuse": True}
     )
     metrics = run_pass_rate_filter(config, sampler=no_sampling)
     assert metrics["sampled"] == 0 and metrics["reused"] == 6 and metrics["kept"] == 4
     # A different k is not the same measurement: those rows are sampled again.
     config = build_filter_config(
-        {"model": "unused", "data": str(out), "out": str(tmp_path / "k8"), "k": 8, "reuse": True}
+        {"init": "unused", "data": str(out), "out": str(tmp_path / "k8"), "k": 8, "reuse": True}
     )
     with pytest.raises(AssertionError, match="must not be sampled"):
         run_pass_rate_filter(config, sampler=no_sampling)
@@ -112,7 +119,7 @@ def test_filter_writes_kept_dropped_summary_and_reuses_pass_rates(tmp_path):
 
 def test_rows_without_a_verifier_and_bad_bands_are_usage_errors(tmp_path):
     sft = _write(tmp_path / "sft.jsonl", tiny_tasks.generate("sft", 2, seed=0))
-    config = build_filter_config({"model": "tiny", "data": str(sft), "out": str(tmp_path / "o")})
+    config = build_filter_config({"init": "tiny", "data": str(sft), "out": str(tmp_path / "o")})
     with pytest.raises(CascadeUsageError, match=r"sft.jsonl: row 1: domain 'sft' has no verifier"):
         run_pass_rate_filter(config)
     math = _write(tmp_path / "math.jsonl", _rows("math", 2))
@@ -120,9 +127,10 @@ def test_rows_without_a_verifier_and_bad_bands_are_usage_errors(tmp_path):
         ({"max_pass": 0.2, "min_pass": 0.5}, "max_pass: expected a value above min_pass"),
         ({"k": 0}, "k: expected samples per prompt >= 1"),
         ({"min_pass": 1.5}, r"min_pass: expected a value in \[0, 1\]"),
+        ({"bands": {"code": [0.5, 0.1]}}, r"bands.code: max_pass: expected a value above min_pass"),
     ):
         config = build_filter_config(
-            {"model": "tiny", "data": str(math), "out": str(tmp_path / "o"), **values}
+            {"init": "tiny", "data": str(math), "out": str(tmp_path / "o"), **values}
         )
         with pytest.raises(CascadeUsageError, match=message):
             run_pass_rate_filter(config)

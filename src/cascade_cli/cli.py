@@ -174,7 +174,7 @@ def prepare_data_command(
 
 @prepare_data_app.command("filter")
 def prepare_data_filter_command(
-    model: Annotated[str, typer.Option("--model", help="Checkpoint that samples: tiny, a folder or a hub id.")],
+    model: Annotated[str, typer.Option("--model", "--init", help="Checkpoint that samples: tiny, a folder or a hub id.")],
     data: Annotated[str, typer.Option("--data", help="Canonical RL rows: a .jsonl/.parquet file or a prepare-data folder.")],
     out: Annotated[str, typer.Option("--out", help="Output folder (data.jsonl, dropped.jsonl, pass_rate.json).")],
     overrides: Annotated[
@@ -202,7 +202,7 @@ def prepare_data_filter_command(
     from cascade_cli.data.pass_rate import build_filter_config, run_pass_rate_filter
 
     values = {
-        "model": model, "data": data, "out": out, "k": k, "max_pass": max_pass, "min_pass": min_pass,
+        "init": model, "data": data, "out": out, "k": k, "max_pass": max_pass, "min_pass": min_pass,
         "reuse": reuse or None,
     }
     run_pass_rate_filter(build_filter_config(values, overrides or []))

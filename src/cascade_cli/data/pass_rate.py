@@ -20,7 +20,7 @@ import shutil
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,12 +45,15 @@ Sampler = Callable[[list[str], int], list[list[tuple[str, str]]]]
 
 @dataclass
 class PassRateFilterConfig(StageConfig):
+    # `init` (StageConfig; `--model` on the command line) is the checkpoint that samples: tiny / tiny:SEED, a
+    # folder or a hub id. In a recipe it defaults to the previous stage's output, like a training stage's.
     kind: str = "pass_rate_filter"
-    model: str = MISSING  # checkpoint that samples (tiny / tiny:SEED, a folder or a hub id)
     data: str = MISSING  # canonical RL rows: a .jsonl/.parquet file or a prepare-data folder
     k: int = 16
     max_pass: float = 0.75  # dropped when pass_rate >= max_pass (too easy)
     min_pass: float = 0.0  # dropped when pass_rate < min_pass (too hard)
+    # Per-domain [min_pass, max_pass] for mixed files, e.g. `bands.code=[0.1,1.0]` next to math's defaults.
+    bands: dict[str, list[float]] = field(default_factory=dict)
     reuse: bool = False  # rows already carrying pass_rate with pass_rate_k == k are not sampled again
     max_new_tokens: int = 1024
     temperature: float = 1.0
@@ -71,14 +74,25 @@ def check_config(config: PassRateFilterConfig) -> None:
     where = "prepare-data filter"
     if not config.out:
         raise CascadeUsageError(f"{where}: out: missing required value (--out DIR)")
+    if not config.init:
+        raise CascadeUsageError(f"{where}: init: missing required value (--model CKPT)")
     if config.k < 1:
         raise CascadeUsageError(f"{where}: k: expected samples per prompt >= 1; found {config.k}")
-    if not 0.0 <= config.min_pass <= 1.0:
-        raise CascadeUsageError(f"{where}: min_pass: expected a value in [0, 1]; found {config.min_pass}")
-    if config.max_pass <= config.min_pass:
-        raise CascadeUsageError(
-            f"{where}: max_pass: expected a value above min_pass ({config.min_pass}); found {config.max_pass}"
-        )
+    bands = {
+        "": [config.min_pass, config.max_pass],
+        **{f"bands.{d}": list(b) for d, b in config.bands.items()},
+    }
+    for name, band in bands.items():
+        prefix = f"{name}: " if name else ""
+        if len(band) != 2:
+            raise CascadeUsageError(f"{where}: {name}: expected [min_pass, max_pass]; found {band}")
+        low, high = band
+        if not 0.0 <= low <= 1.0:
+            raise CascadeUsageError(f"{where}: {prefix}min_pass: expected a value in [0, 1]; found {low}")
+        if high <= low:
+            raise CascadeUsageError(
+                f"{where}: {prefix}max_pass: expected a value above min_pass ({low}); found {high}"
+            )
     for key in ("max_new_tokens", "batch_prompts", "workers"):
         if getattr(config, key) < 1:
             raise CascadeUsageError(f"{where}: {key}: expected a value >= 1; found {getattr(config, key)}")
@@ -134,13 +148,22 @@ def estimate_pass_rates(
 
 
 def apply_band(
-    rows: list[dict[str, Any]], rates: list[float], k: int, min_pass: float, max_pass: float
+    rows: list[dict[str, Any]],
+    rates: list[float],
+    k: int,
+    min_pass: float,
+    max_pass: float,
+    bands: dict[str, list[float]] | None = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(kept, dropped) with `pass_rate`, `pass_rate_k` (and `dropped` on dropped rows) written on each."""
+    """(kept, dropped) with `pass_rate`, `pass_rate_k` (and `dropped` on dropped rows) written on each.
+
+    `bands` maps a domain to its own [min_pass, max_pass]; other domains use min_pass / max_pass.
+    """
     kept, dropped = [], []
     for row, rate in zip(rows, rates, strict=True):
+        low, high = (bands or {}).get(row.get("domain", ""), (min_pass, max_pass))
         row = {**row, "pass_rate": round(rate, 6), "pass_rate_k": k}
-        verdict = band_verdict(rate, min_pass, max_pass)
+        verdict = band_verdict(rate, low, high)
         if verdict is None:
             kept.append(row)
         else:
@@ -165,7 +188,8 @@ def _generator_sampler(config: PassRateFilterConfig) -> tuple[Sampler, Callable[
     from cascade_cli.engines.local.generation import Generator
     from cascade_cli.tiny import is_tiny_spec, resolve_model
 
-    model = str(resolve_model(config.model)) if is_tiny_spec(config.model) else config.model
+    init = str(config.init)
+    model = str(resolve_model(init)) if is_tiny_spec(init) else init
     generator = Generator(model, backend=config.backend, seed=config.seed)
 
     def sample(prompts: list[str], n: int) -> list[list[tuple[str, str]]]:
@@ -261,7 +285,8 @@ def run_pass_rate_filter(config: PassRateFilterConfig, sampler: Sampler | None =
             if not reusable(row):
                 rates_by_index[index] = next(fresh_iter)
     rates = [rates_by_index[index] for index in range(len(rows))]
-    kept, dropped = apply_band(rows, rates, config.k, config.min_pass, config.max_pass)
+    bands = {domain: list(band) for domain, band in config.bands.items()}
+    kept, dropped = apply_band(rows, rates, config.k, config.min_pass, config.max_pass, bands)
 
     by_domain: dict[str, dict[str, Any]] = {}
     for row in [*kept, *dropped]:
@@ -274,11 +299,12 @@ def run_pass_rate_filter(config: PassRateFilterConfig, sampler: Sampler | None =
     for counts in by_domain.values():
         counts["mean_pass_rate"] = round(counts["mean_pass_rate"] / counts["in"], 6)
     summary = {
-        "model": config.model,
+        "model": config.init,
         "data": str(data_file),
         "k": config.k,
         "min_pass": config.min_pass,
         "max_pass": config.max_pass,
+        "bands": bands,
         "in": len(rows),
         "kept": len(kept),
         "too_easy": sum(row["dropped"] == "too_easy" for row in dropped),
@@ -302,7 +328,7 @@ def run_pass_rate_filter(config: PassRateFilterConfig, sampler: Sampler | None =
         stage=config.name or "pass_rate_filter",
         kind="pass_rate_filter",
         config=to_plain(config),
-        init=config.model,
+        init=config.init,
         data_fingerprints={"input": fingerprint_path(data_file), "output": metrics["fingerprint"]},
         metrics=metrics,
         timings={"seconds": round(time.time() - started, 3)},
