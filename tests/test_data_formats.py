@@ -155,6 +155,8 @@ def test_unknown_format_and_malformed_columns_are_usage_errors(tmp_path, cli):
     source = FIXTURES / "alpaca.jsonl"
     result = cli(["prepare-data", "--source", source, "--out", tmp_path / "o", "--format", "csvish"])
     assert result.exit_code == 2 and "format: expected auto or one of" in result.output
+    result = cli(["prepare-data", "--source", "tiny:math", "--out", tmp_path / "o", "--format", "apps"])
+    assert result.exit_code == 2 and "--format apps: applies to files and hub datasets" in result.output
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"question": "q", "input_output": "{not json"}) + "\n")
     result = cli(["prepare-data", "--source", bad, "--out", tmp_path / "o", "--format", "apps"])

@@ -103,6 +103,10 @@ def prompt_key(row: dict[str, Any]) -> str:
 def _tiny_rows(
     config: PrepareDataConfig, source: Source
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    if config.format not in (None, "auto"):
+        raise CascadeUsageError(
+            f"--format {config.format}: applies to files and hub datasets, not {source.spec}"
+        )
     known = (*tiny_tasks.TINY_DOMAINS, tiny_tools.NAME)
     if source.tiny_domain not in known:
         raise CascadeUsageError(
