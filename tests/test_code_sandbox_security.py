@@ -29,12 +29,15 @@ SECRET_ENV = "CASCADE_TEST_SECRET_TOKEN"
 SECRET_VALUE = "s3cr3t-" + secrets.token_hex(8)
 
 CANNOT_SANDBOX = host_cannot_sandbox()
+OTHER_HARNESSES: set[int] = set()
 pytestmark = pytest.mark.skipif(CANNOT_SANDBOX is not None, reason=f"no sandbox here: {CANNOT_SANDBOX}")
 
 
 @pytest.fixture(scope="module")
 def verifier():
     os.environ[SECRET_ENV] = SECRET_VALUE  # in the verifier's environment before any sandbox starts
+    # Warm sandboxes of other verifiers (earlier tests, other suites) are not this verifier's leftovers.
+    OTHER_HARNESSES.update(harness_processes())
     v = get_verifier(
         "code",
         workers=2,
@@ -97,7 +100,7 @@ def eventually(condition: Callable[[], bool], timeout_s: float = 3.0) -> bool:
 
 def only_warm_harnesses_left(verifier) -> bool:
     # one harness process per warm sandbox; anything more is a program's leftover
-    return eventually(lambda: len(harness_processes()) <= verifier.workers)
+    return eventually(lambda: len(set(harness_processes()) - OTHER_HARNESSES) <= verifier.workers)
 
 
 # -- resource exhaustion --------------------------------------------------------------------------------

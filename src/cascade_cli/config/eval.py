@@ -14,6 +14,7 @@ class EvalConfig:
     """
 
     after_each_stage: bool = False
+    include_base: bool = True  # also evaluate the recipe's starting model, as stage `base`
     benchmarks: list[str] = field(default_factory=lambda: ["tiny_math", "tiny_code", "tiny_if"])
     k: int | None = None
     mode: str | None = None

@@ -99,6 +99,10 @@ def evaluate_checkpoint(
     Writes `results.json` and `samples.jsonl` under `out_dir` when given.
     """
     _check_settings(k, mode, backend, max_tokens, limit)
+    from cascade_cli.tiny import is_tiny_spec, resolve_model
+
+    if is_tiny_spec(str(model_dir)):
+        model_dir = resolve_model(str(model_dir))  # `tiny` / `tiny:SEED`, built offline
     model_dir = require_model_dir(model_dir, "checkpoint")
     specs = [b for b in benchmarks if isinstance(b, Benchmark)] if isinstance(benchmarks, list) else []
     names = [b for b in benchmarks if isinstance(b, str)] if isinstance(benchmarks, list) else benchmarks
@@ -188,8 +192,12 @@ def score_responses(
     samples: list[dict[str, Any]] = []
     if benchmarks or benchmark_file:
         specs = resolve_benchmarks(benchmarks, benchmark_file, domain)
-        rows_by_name = _load(specs, limit)
+        rows_by_name = _load(specs, None)  # match against every row; --limit then keeps the first N problems
         matched = match_responses(responses, rows_by_name)
+        if limit:
+            for name, records in matched.items():
+                kept = {str(row["id"]) for row in rows_by_name[name][:limit]}
+                matched[name] = [record for record in records if str(record["id"]) in kept]
         groups = [(bench.name, bench.domain, bench.metric, matched[bench.name]) for bench in specs]
     elif domain:
         metric = "ifeval" if domain == "if" else "accuracy"

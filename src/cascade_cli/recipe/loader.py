@@ -60,6 +60,11 @@ class Recipe:
     recipe: RecipeConfig
     stages: list[Stage]
     resolved: dict[str, Any]  # the whole recipe after overrides, defaults and interpolation
+    eval: Any = None  # EvalConfig
+
+    @property
+    def evaluates(self) -> bool:
+        return bool(self.eval is not None and self.eval.after_each_stage and self.eval.benchmarks)
 
     def stage(self, name: str) -> Stage:
         for stage in self.stages:
@@ -132,9 +137,10 @@ def load_recipe(path_or_name: str, overrides: list[str] | None = None) -> Recipe
         filled.update({key: value for key, value in defaults.items() if key in fields})
         filled = OmegaConf.merge(OmegaConf.create(filled), stage_raw)
         filled.name = str(name)
-        if filled.get("out") is None:
+        # An interpolation (`init: ${stages.sft.out}`) counts as set; resolving it here, outside the recipe, fails.
+        if not OmegaConf.is_interpolation(filled, "out") and filled.get("out") is None:
             filled.out = f"${{run_dir}}/{name}"
-        if kind.produces_model and filled.get("init") is None:
+        if kind.produces_model and not OmegaConf.is_interpolation(filled, "init") and filled.get("init") is None:
             filled.init = previous_model if previous_model is not None else "${model}"
         stages_raw[name] = filled
         if kind.produces_model:
@@ -159,4 +165,7 @@ def load_recipe(path_or_name: str, overrides: list[str] | None = None) -> Recipe
         )
         for name, values in resolved["stages"].items()
     ]
-    return Recipe(path=path, recipe=recipe, stages=stages, resolved=resolved)
+    from cascade_cli.config.eval import EvalConfig
+
+    eval_config = structure(EvalConfig, resolved.get("eval") or {}, where=where, prefix="eval")
+    return Recipe(path=path, recipe=recipe, stages=stages, resolved=resolved, eval=eval_config)

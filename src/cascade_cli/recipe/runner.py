@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -79,13 +78,22 @@ def is_up_to_date(record: dict[str, Any] | None, stage: Stage, fingerprints: tup
     return Path(stage.out).exists()
 
 
-def run_recipe(
-    recipe: Recipe,
-    from_stage: str | None = None,
-    only: str | None = None,
-    after_stage: Callable[[Stage, dict[str, Any]], None] | None = None,
-) -> dict[str, Any]:
-    """Run the selected stages; returns the run manifest. `after_stage` runs after each stage (eval)."""
+def _evaluate(recipe: Recipe, name: str, model: str, record: dict[str, Any], run_dir: Path) -> None:
+    """Evaluate one checkpoint into RUN_DIR/eval/NAME/, unless done already for the same eval config."""
+    from cascade_cli.evaluation import evaluate_stage, stage_eval_dir
+
+    fingerprint = config_fingerprint(to_plain(recipe.eval))
+    results = stage_eval_dir(run_dir, name) / "results.json"
+    if record.get("eval_fingerprint") == fingerprint and results.is_file() and record.get("eval") == "completed":
+        console.print(f"[dim]skip[/] eval of [bold]{name}[/]: done, same eval config")
+        return
+    console.rule(f"eval {name}")
+    evaluate_stage(run_dir, name, model, recipe.eval)
+    record.update(eval="completed", eval_fingerprint=fingerprint)
+
+
+def run_recipe(recipe: Recipe, from_stage: str | None = None, only: str | None = None) -> dict[str, Any]:
+    """Run the selected stages (and the recipe's evals and report); returns the run manifest."""
     run_dir = Path(recipe.recipe.run_dir)
     manifest = _read_run_manifest(run_dir)
     manifest.update(
@@ -98,10 +106,16 @@ def run_recipe(
     records: dict[str, Any] = manifest.setdefault("stages", {})
     selected = select_stages(recipe, from_stage, only)
     forced = {stage.name for stage in selected} if (from_stage or only) else set()
+    if recipe.evaluates and recipe.eval.include_base and not (from_stage or only):
+        _evaluate(recipe, "base", recipe.recipe.model, manifest.setdefault("base", {}), run_dir)
+        _write_run_manifest(run_dir, manifest)
     for stage in selected:
         fingerprints = stage_fingerprints(stage)
         if stage.name not in forced and is_up_to_date(records.get(stage.name), stage, fingerprints):
             console.print(f"[dim]skip[/] stage [bold]{stage.name}[/] ({stage.kind.kind}): completed, same inputs")
+            if recipe.evaluates and stage.kind.produces_model:
+                _evaluate(recipe, stage.name, stage.out, records[stage.name], run_dir)
+                _write_run_manifest(run_dir, manifest)
             continue
         console.rule(f"stage {stage.name} ({stage.kind.kind})")
         started = time.time()
@@ -126,7 +140,14 @@ def run_recipe(
             metrics=metrics,
         )
         _write_run_manifest(run_dir, manifest)
-        if after_stage is not None:
-            after_stage(stage, records[stage.name])
+        if recipe.evaluates and stage.kind.produces_model:
+            _evaluate(recipe, stage.name, stage.out, records[stage.name], run_dir)
             _write_run_manifest(run_dir, manifest)
+    if recipe.evaluates:
+        from cascade_cli.evaluation import write_report
+
+        report = write_report(run_dir, max_regression=recipe.eval.max_regression)
+        manifest["report"] = {key: report[key] for key in ("markdown", "plot", "regressions")}
+        _write_run_manifest(run_dir, manifest)
+        console.print(f"[green]report[/]: {report['markdown']}  plot: {report['plot']}")
     return manifest

@@ -40,21 +40,31 @@ def _score_chunk(args: tuple[str | None, dict[str, Any], list[dict[str, Any]]]) 
 def _score_in_process(
     domain: str | None, options: dict[str, Any], records: list[dict[str, Any]]
 ) -> list[Score]:
-    verifiers: dict[str, Verifier] = {}
-    scores: list[Score] = []
-    for record in records:
+    """Group records by domain and hand each group to its verifier's own `verify_batch` (code uses a pool)."""
+    scores: list[Score | None] = [None] * len(records)
+    groups: dict[str, list[int]] = {}
+    for index, record in enumerate(records):
         record_domain = domain or record.get("domain")
         if not record_domain:
-            scores.append(error_score("missing field 'domain' (and no --domain given)"))
+            scores[index] = error_score("missing field 'domain' (and no --domain given)")
+        else:
+            groups.setdefault(str(record_domain), []).append(index)
+    for record_domain, indices in groups.items():
+        try:
+            verifier = get_verifier(record_domain, **options.get(record_domain, {}))
+        except KeyError as error:
+            for index in indices:
+                scores[index] = error_score(str(error.args[0]))
             continue
-        if record_domain not in verifiers:
-            try:
-                verifiers[record_domain] = get_verifier(record_domain, **options.get(record_domain, {}))
-            except KeyError as error:
-                scores.append(error_score(str(error.args[0])))
-                continue
-        scores.append(verifiers[record_domain].score(record))
-    return scores
+        try:
+            batch = verifier.verify_batch([records[i] for i in indices])
+        finally:
+            close = getattr(verifier, "close", None)
+            if close is not None:
+                close()  # e.g. the code verifier's warm sandboxes
+        for index, score in zip(indices, batch, strict=True):
+            scores[index] = score
+    return scores  # type: ignore[return-value]
 
 
 def verify_batch(
