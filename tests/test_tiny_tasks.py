@@ -94,7 +94,11 @@ def test_math_thinking_is_column_arithmetic_with_true_steps():
     """Correct chains: every step is a true one-digit fact and the digits compose the answer."""
     for row in _rows("sft", 600, seed=4, mix={"math": 1.0}, wrong_fraction=0.3):
         thinking, answer = row["messages"][-1]["content"].split("</think>")
-        steps = thinking.replace("<think>", "").strip().split(", ")
+        problem, chain = thinking.replace("<think>", "").strip().split(": ")
+        assert problem.replace("+", " ").replace("-", " ").replace("*", " ").split() == re.findall(
+            r"\d+", row["messages"][0]["content"]
+        )
+        steps = chain.split(", ")
         assert len(steps) == 2
         values = []
         for step in steps:

@@ -135,9 +135,9 @@ def math_task(rng: random.Random) -> Task:
         prompt=template.format(a=a, b=b, op=op),
         label={"answer": str(c)},
         answer=f"\\boxed{{{c}}}",
-        thinking=steps,
+        thinking=f"{a}{op}{b}: {steps}",  # restating the operands first is a plain copy, then digits are near
         wrong_answer=f"\\boxed{{{wrong}}}",
-        wrong_thinking=wrong_steps,
+        wrong_thinking=f"{a}{op}{b}: {wrong_steps}",
     )
 
 
