@@ -48,7 +48,9 @@ def run_trl(model_dir: str, steps: int) -> list[float]:
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     tokenizer.padding_side = "left"
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype="float32")
-    data = Dataset.from_dict({"prompt": [render_prompt(p, "no_think") for p in prompts(PROMPTS_PER_STEP * (steps + 1))]})
+    data = Dataset.from_dict(
+        {"prompt": [render_prompt(p, "no_think") for p in prompts(PROMPTS_PER_STEP * (steps + 1))]}
+    )
 
     def reward(completions, **_):
         return [digit_share(c) for c in completions]
@@ -87,8 +89,14 @@ def run_trl(model_dir: str, steps: int) -> list[float]:
         shuffle_dataset=False,
         disable_tqdm=True,
     )
-    trainer = GRPOTrainer(model=model, reward_funcs=reward, args=config, train_dataset=data,
-                          processing_class=tokenizer, callbacks=[StepTimer()])
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=reward,
+        args=config,
+        train_dataset=data,
+        processing_class=tokenizer,
+        callbacks=[StepTimer()],
+    )
     # The step's own work happens between the "begin" of one step and its "end"; TRL generates inside it.
     trainer.train()
     return [stamps[i + 1] - stamps[i] for i in range(0, len(stamps) - 1, 2)]
@@ -104,11 +112,26 @@ def run_cascade(model_dir: str, steps: int) -> list[float]:
         def score(self, records):
             return [Score(reward=digit_share(r["response"]), passed=False) for r in records]
 
-    rows = [{"id": str(i), "prompt": p, "label": None} for i, p in enumerate(prompts(PROMPTS_PER_STEP * (steps + 1)))]
+    rows = [
+        {"id": str(i), "prompt": p, "label": None}
+        for i, p in enumerate(prompts(PROMPTS_PER_STEP * (steps + 1)))
+    ]
     config = RLVRConfig(
-        domain="math", init=model_dir, data="-", out=tempfile.mkdtemp(prefix="cascade-grpo-"), steps=steps,
-        prompts_per_step=PROMPTS_PER_STEP, group_size=GROUP, max_response_len=MAX_NEW_TOKENS, temperature=1.0,
-        top_p=1.0, lr=LR, truncated_reward=None, dtype="float32", train_micro_batch=64, resume=False,
+        domain="math",
+        init=model_dir,
+        data="-",
+        out=tempfile.mkdtemp(prefix="cascade-grpo-"),
+        steps=steps,
+        prompts_per_step=PROMPTS_PER_STEP,
+        group_size=GROUP,
+        max_response_len=MAX_NEW_TOKENS,
+        temperature=1.0,
+        top_p=1.0,
+        lr=LR,
+        truncated_reward=None,
+        dtype="float32",
+        train_micro_batch=64,
+        resume=False,
         rollout=RolloutConfig(backend="hf"),
     )
     trainer = GRPOTrainer(config, rows, DigitShare(), domain="math", mode="no_think")
@@ -121,7 +144,9 @@ def run_cascade(model_dir: str, steps: int) -> list[float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--worker", choices=["trl", "cascade"])
@@ -143,17 +168,31 @@ def main() -> None:
     results = {}
     for worker in ("cascade", "trl"):
         proc = subprocess.run(
-            [sys.executable, __file__, "--worker", worker, "--model", model_dir, "--steps", str(args.steps),
-             "--threads", str(args.threads)],
-            capture_output=True, text=True, env=env,
+            [
+                sys.executable,
+                __file__,
+                "--worker",
+                worker,
+                "--model",
+                model_dir,
+                "--steps",
+                str(args.steps),
+                "--threads",
+                str(args.threads),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
         )
         lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
         if proc.returncode != 0 or not lines:
             sys.exit(f"{worker} failed:\n{proc.stderr[-4000:]}")
-        times = json.loads(lines[-1][len("RESULT "):])
+        times = json.loads(lines[-1][len("RESULT ") :])
         results[worker] = statistics.median(times[1:]) if len(times) > 1 else times[0]
-        print(f"{worker:8s} steps {len(times)}  s/step (median after warm-up) {results[worker]:.3f}  all: "
-              + " ".join(f"{t:.2f}" for t in times))
+        print(
+            f"{worker:8s} steps {len(times)}  s/step (median after warm-up) {results[worker]:.3f}  all: "
+            + " ".join(f"{t:.2f}" for t in times)
+        )
     print(f"ratio cascade / trl = {results['cascade'] / results['trl']:.3f}  (goal <= 0.5)")
 
 

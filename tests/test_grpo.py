@@ -12,7 +12,7 @@ import torch
 from cascade_cli import verifiers
 from cascade_cli.checkpoint import read_manifest, read_metrics
 from cascade_cli.config.grpo import PhaseConfig, RLVRConfig
-from cascade_cli.engines.local.grpo import group_advantages, grpo_loss, run_rlvr
+from cascade_cli.engines.local.grpo import group_advantages, grpo_loss, response_logits, run_rlvr
 from cascade_cli.engines.local.rl_data import PromptSampler, prompt_mode
 from cascade_cli.jsonl import write_jsonl
 
@@ -119,6 +119,28 @@ def test_group_advantages_z_score_and_masking():
     assert group_advantages([1.0, 1.0, 1.0], [True] * 3, 1e-6) == [0.0, 0.0, 0.0]
     masked = group_advantages([1.0, 0.0, 5.0], [True, True, False], 1e-6)
     assert masked[2] == 0.0 and masked[0] == pytest.approx(-masked[1])
+
+
+def test_shared_prompt_logits_equal_full_sequence_forward_with_gradients(tiny_dir):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir, dtype=torch.float32)
+    short, long = [5, 6, 7], [8, 9, 10, 11, 12, 13]
+    micro = [(short, [20, 21, 22, 1], 1.0, True), (short, [23], -1.0, True), (long, [24, 25], 0.5, False)]
+    logits, tokens, mask, _ = response_logits(model, micro, 0.7, pad=0, device="cpu")
+    assert mask.tolist() == [[1, 1, 1, 1], [1, 0, 0, 0], [0, 0, 0, 0]]
+    (logits * mask[..., None]).sum().backward()
+    shared_grad = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    total = 0
+    for row, (prompt, response, *_) in enumerate(micro):
+        full = model(input_ids=torch.tensor([prompt + response])).logits[0, len(prompt) - 1 : -1] / 0.7
+        assert torch.allclose(logits[row, : len(response)], full, atol=1e-4)
+        total = total + full.sum() * float(mask[row, 0])
+    total.backward()
+    for name, param in model.named_parameters():
+        if name in shared_grad:
+            assert torch.allclose(shared_grad[name], param.grad, atol=1e-4), name
 
 
 # ---- prompt sampling -------------------------------------------------------------------------------------
