@@ -720,7 +720,7 @@ def run_rlvr(config: RLVRConfig) -> dict[str, Any]:
     check_rows(rows, verifier, config.data)
     eval_rows = None
     if config.eval_data:
-        eval_rows = load_rows(config.eval_data)
+        eval_rows = load_rows(config.eval_data, default_name="heldout.jsonl")
         check_rows(eval_rows, verifier, config.eval_data)
     require_model_dir(resolve_model(config.init or ""), "init checkpoint")
     reward = VerifierReward(config.domain, workers=config.verify_workers, options=options)
