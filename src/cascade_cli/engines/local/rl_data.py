@@ -24,13 +24,13 @@ def load_rows(path: str | Path, default_name: str = "data.jsonl") -> list[dict[s
         path = path / default_name
     if not path.is_file():
         raise CascadeUsageError(f"{path}: not found (expected a JSONL file or a directory with {default_name})")
-    try:
-        from cascade_cli.data.io import load_canonical
-    except ImportError:
-        from cascade_cli.jsonl import read_jsonl
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
 
-        return list(read_jsonl(path))
-    return list(load_canonical(path))
+        return pq.read_table(path).to_pylist()
+    from cascade_cli.jsonl import read_jsonl
+
+    return list(read_jsonl(path))
 
 
 def row_prompt(row: dict[str, Any]) -> str | list[dict[str, Any]]:
