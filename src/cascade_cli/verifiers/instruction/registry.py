@@ -8,6 +8,7 @@ HuggingFace copy pad every kwargs dict with None).
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 import re
@@ -18,8 +19,6 @@ from typing import Any
 from cascade_cli.verifiers.base import RecordError
 
 RELATIONS = ("less than", "at least")
-
-# kind -> (description for messages, converter that raises ValueError on a bad value)
 
 
 def _to_int(value: Any) -> int:
@@ -48,6 +47,13 @@ def _to_str_list(value: Any) -> list[str]:
     return list(value)
 
 
+def _to_first_str(value: Any) -> str:
+    """A string, or the first string of a list (IFEvalG accepts `first_word: ["word"]`)."""
+    if isinstance(value, (list, tuple)) and value:
+        value = value[0]
+    return _to_str(value)
+
+
 def _to_relation(value: Any) -> str:
     if value not in RELATIONS:
         raise ValueError(f"expected one of {RELATIONS}, found {value!r}")
@@ -71,6 +77,7 @@ KINDS: dict[str, Callable[[Any], Any]] = {
     "int": _to_int,
     "str": _to_str,
     "str_list": _to_str_list,
+    "first_str": _to_first_str,
     "relation": _to_relation,
     "float": _to_float,
     "any": _to_any,
@@ -120,9 +127,11 @@ def _bad(spec: Instruction, kwargs: Any, why: str) -> RecordError:
 def bind(instruction_id: Any, kwargs: Any) -> Callable[[str], bool]:
     """A one-argument checker for this id and kwargs; RecordError naming the id when either is wrong."""
     if not isinstance(instruction_id, str) or instruction_id not in REGISTRY:
+        close = difflib.get_close_matches(str(instruction_id), REGISTRY, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
         raise RecordError(
             f"unknown instruction id {instruction_id!r}; expected one of the {len(REGISTRY)} registered ids "
-            "(IFEval's, e.g. 'punctuation:no_comma', or IFBench's)"
+            f"(IFEval's, e.g. 'punctuation:no_comma', or IFBench's){hint}"
         )
     if kwargs is None:
         kwargs = {}
