@@ -85,7 +85,7 @@ def test_loss_is_token_level_reinforce_with_ratio_one():
     loss, stats = grpo_loss(logits, tokens, mask, advantages, total_tokens=4)
     logprobs = logits.log_softmax(-1).gather(-1, tokens[..., None]).squeeze(-1)
     expected = -(advantages[:, None] * logprobs * mask).sum() / 4  # REINFORCE; every token weighs the same
-    assert float(loss) == pytest.approx(float(-(advantages[:, None] * mask).sum() / 4))  # ratio == 1
+    assert float(loss.detach()) == pytest.approx(float(-(advantages[:, None] * mask).sum() / 4))  # ratio == 1
     (grad,) = torch.autograd.grad(loss, logits)
     (expected_grad,) = torch.autograd.grad(expected, logits)
     assert torch.allclose(grad, expected_grad)
