@@ -121,6 +121,71 @@ def group_advantages(rewards: list[float], mask: list[bool], eps: float) -> list
     return [float((r - mean) / (std + eps)) if m else 0.0 for r, m in zip(rewards, mask, strict=True)]
 
 
+def response_logits(
+    model: Any,
+    micro: list[tuple[list[int], list[int], float, bool]],
+    temperature: float,
+    pad: int,
+    device: str,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Logits [B, R, V] that predict each response token, with the tokens, loss mask and advantages.
+
+    The G responses of a group share their prompt: it runs through the model once (with gradients) and
+    its KV cache is gathered for every response, then the responses run on top of it.
+    """
+    from transformers import DynamicCache
+
+    prompts: list[list[int]] = []
+    prompt_of: list[int] = []
+    for prompt, *_ in micro:
+        if not prompts or prompts[-1] is not prompt:
+            prompts.append(prompt)
+        prompt_of.append(len(prompts) - 1)
+    prompt_width = max(len(p) for p in prompts)
+    response_width = max(len(r) for _, r, *_ in micro)
+    prompt_ids = torch.full((len(prompts), prompt_width), pad, dtype=torch.long)
+    prompt_mask = torch.zeros_like(prompt_ids)
+    for row, prompt in enumerate(prompts):  # left padding
+        prompt_ids[row, prompt_width - len(prompt) :] = torch.tensor(prompt)
+        prompt_mask[row, prompt_width - len(prompt) :] = 1
+    tokens = torch.full((len(micro), response_width), pad, dtype=torch.long)
+    mask = torch.zeros((len(micro), response_width), dtype=torch.float32)
+    response_mask = torch.zeros((len(micro), response_width), dtype=torch.long)
+    for row, (_, response, _, keep) in enumerate(micro):  # right padding
+        tokens[row, : len(response)] = torch.tensor(response)
+        response_mask[row, : len(response)] = 1
+        mask[row, : len(response)] = float(keep)
+    advantages = torch.tensor([a for *_, a, _ in micro], dtype=torch.float32, device=device)
+    index = torch.tensor(prompt_of, device=device)
+    prompt_ids, prompt_mask = prompt_ids.to(device), prompt_mask.to(device)
+    tokens, mask, response_mask = tokens.to(device), mask.to(device), response_mask.to(device)
+
+    cache = DynamicCache()
+    prompt_positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
+    last = model(
+        input_ids=prompt_ids,
+        attention_mask=prompt_mask,
+        position_ids=prompt_positions,
+        past_key_values=cache,
+        use_cache=True,
+        logits_to_keep=1,
+    ).logits
+    cache.batch_select_indices(index)
+    attention = torch.cat([prompt_mask[index], response_mask], dim=1)
+    positions = prompt_positions[index, -1:] + 1 + torch.arange(response_width, device=device)
+    if response_width == 1:
+        return last[index] / temperature, tokens, mask, advantages
+    rest = model(
+        input_ids=tokens[:, :-1],
+        attention_mask=attention[:, :-1],
+        position_ids=positions[:, :-1],
+        past_key_values=cache,
+        use_cache=True,
+    ).logits
+    logits = torch.cat([last[index], rest], dim=1) / temperature  # the sampling distribution's logits
+    return logits, tokens, mask, advantages
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The trainer
 # ---------------------------------------------------------------------------------------------------------
@@ -403,43 +468,16 @@ class GRPOTrainer:
     def _micro_step(
         self, micro: list[tuple[list[int], list[int], float, bool]], total_tokens: int, temperature: float
     ) -> dict[str, float]:
-        # Layout: [left pad | prompt | response | right pad], so every response starts at the same column
-        # and only the last R+1 positions need logits.
-        prompt_width = max(len(p) for p, *_ in micro)
-        response_width = max(len(r) for _, r, *_ in micro)
-        pad = self.pad_id
-        ids = torch.full((len(micro), prompt_width + response_width), pad, dtype=torch.long)
-        attention = torch.zeros_like(ids)
-        tokens = torch.full((len(micro), response_width), pad, dtype=torch.long)
-        mask = torch.zeros((len(micro), response_width), dtype=torch.float32)
-        advantages = torch.tensor([a for *_, a, _ in micro], dtype=torch.float32)
-        for row, (prompt, response, _, keep) in enumerate(micro):
-            ids[row, prompt_width - len(prompt) : prompt_width] = torch.tensor(prompt)
-            ids[row, prompt_width : prompt_width + len(response)] = torch.tensor(response)
-            attention[row, prompt_width - len(prompt) : prompt_width + len(response)] = 1
-            tokens[row, : len(response)] = torch.tensor(response)
-            mask[row, : len(response)] = float(keep)
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)
-        ids, attention, positions = ids.to(self.device), attention.to(self.device), positions.to(self.device)
-        tokens, mask, advantages = tokens.to(self.device), mask.to(self.device), advantages.to(self.device)
-
-        def response_logits(model: Any) -> torch.Tensor:
-            out = model(
-                input_ids=ids,
-                attention_mask=attention,
-                position_ids=positions,
-                logits_to_keep=response_width + 1,
-                use_cache=False,
-            )
-            return out.logits[:, :-1] / temperature  # the sampling distribution's logits
-
+        logits, tokens, mask, advantages = response_logits(
+            self.policy, micro, temperature, self.pad_id, self.device
+        )
         ref_logprobs = None
         if self.reference is not None:
             with torch.no_grad():
-                ref_logprobs = response_logits(self.reference).float().log_softmax(-1)
-                ref_logprobs = ref_logprobs.gather(-1, tokens[..., None]).squeeze(-1)
+                ref_logits = response_logits(self.reference, micro, temperature, self.pad_id, self.device)[0]
+                ref_logprobs = ref_logits.float().log_softmax(-1).gather(-1, tokens[..., None]).squeeze(-1)
         loss, stats = grpo_loss(
-            response_logits(self.policy),
+            logits,
             tokens,
             mask,
             advantages,
@@ -682,7 +720,7 @@ def run_rlvr(config: RLVRConfig) -> dict[str, Any]:
     check_rows(rows, verifier, config.data)
     eval_rows = None
     if config.eval_data:
-        eval_rows = load_rows(config.eval_data)
+        eval_rows = load_rows(config.eval_data, default_name="heldout.jsonl")
         check_rows(eval_rows, verifier, config.eval_data)
     require_model_dir(resolve_model(config.init or ""), "init checkpoint")
     reward = VerifierReward(config.domain, workers=config.verify_workers, options=options)
