@@ -47,6 +47,20 @@ STAGE_KINDS: dict[str, StageKind] = {
         ("sft",),
         ("init", "data", "out"),
     ),
+    "reward_model": StageKind(
+        "reward_model",
+        "cascade_cli.config.rm:RewardModelConfig",
+        "cascade_cli.engines.local.reward_model:run_reward_model",
+        ("rlhf", "rm"),
+        ("init", "data", "out"),
+    ),
+    "rlhf": StageKind(
+        "rlhf",
+        "cascade_cli.config.rlhf:RLHFConfig",
+        "cascade_cli.engines.local.rlhf:run_rlhf",
+        ("rlhf",),
+        ("init", "reward_model", "data", "out"),
+    ),
 }
 
 
