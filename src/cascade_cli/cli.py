@@ -6,6 +6,7 @@ Commands delivered by later work are registered only once they work.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -73,9 +74,110 @@ def main() -> None:
 # ----------------------------------------------------------------------------------------------------------
 
 
+def _comma_list(text: str | None) -> list[str] | None:
+    return [item.strip() for item in text.split(",") if item.strip()] if text else None
+
+
+@app.command("prepare-data")
+def prepare_data_command(
+    overrides: Annotated[
+        list[str] | None,
+        typer.Argument(help="More config keys as key=value, e.g. wrong_fraction=0.3 split=test", show_default=False),
+    ] = None,
+    source: Annotated[
+        str | None,
+        typer.Option(
+            "--source",
+            help="tiny:DOMAIN (math|code|if|pref|general|sft), a .jsonl/.json/.parquet file or folder, or a hub id.",
+        ),
+    ] = None,
+    out: Annotated[str | None, typer.Option("--out", help="Output folder (data.jsonl, heldout.jsonl, data_card.json).")] = None,
+    domain: Annotated[
+        str | None, typer.Option("--domain", help="Domain of every row: sft|pref|if|math|code|swe|general.")
+    ] = None,
+    n: Annotated[int | None, typer.Option("--n", help="Rows to generate for tiny:* sources.")] = None,
+    holdout: Annotated[int | None, typer.Option("--holdout", help="Rows held out to heldout.jsonl.")] = None,
+    field_map: Annotated[
+        str | None, typer.Option("--map", help="Column mapping NAME=COLUMN,..., e.g. prompt=question,answer=solution.")
+    ] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="Read at most this many source rows.")] = None,
+    mode: Annotated[str | None, typer.Option("--mode", help="think or no_think for every row.")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Seed for tiny generation and the hold-out draw.")] = None,
+    decontaminate_against: Annotated[
+        str | None,
+        typer.Option(
+            "--decontaminate-against",
+            help="Drop rows sharing a word n-gram (ngram_n=9) with these benchmarks/files: math500,aime24,FILE.",
+        ),
+    ] = None,
+    exclude_prompts_from: Annotated[
+        str | None,
+        typer.Option("--exclude-prompts-from", help="Drop rows whose prompt is in (or overlaps) these data files."),
+    ] = None,
+) -> None:
+    """Turn a source into canonical rows: OUT/data.jsonl, OUT/heldout.jsonl and OUT/data_card.json.
+
+    Filters (counts in the data card, removed ids in OUT/removed.jsonl): --exclude-prompts-from keeps SFT and
+    RL prompts disjoint; --decontaminate-against drops rows that overlap benchmark prompts.
+
+    Example: [bold]cascade prepare-data --source tiny:math --out data/math --n 400 --holdout 100[/]
+    """
+    from cascade_cli.data.prepare import build_prepare_config, run_prepare_data
+    from cascade_cli.data.sources import parse_field_map
+
+    values = {
+        "source": source, "out": out, "domain": domain, "n": n, "holdout": holdout, "limit": limit,
+        "mode": mode, "seed": seed, "map": parse_field_map(field_map) or None,
+        "decontaminate_against": _comma_list(decontaminate_against),
+        "exclude_prompts_from": _comma_list(exclude_prompts_from),
+    }
+    run_prepare_data(build_prepare_config(values, overrides or []))
+
+
 # ----------------------------------------------------------------------------------------------------------
 # sft (foundation)
 # ----------------------------------------------------------------------------------------------------------
+
+# Idle OpenMP threads sleep instead of spinning: on a shared or oversubscribed CPU, spinning threads make
+# small-model training up to 10x slower. Must be set before torch loads, hence here at import time.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+# `--engine` / `--dry-run` on the training commands (same as the overrides engine=... dry_run=true).
+EngineOption = Annotated[
+    Optional[str],
+    typer.Option("--engine", help="local (this process) or openrlhf (OpenRLHF jobs on a Ray cluster; see cluster.*)."),
+]
+DryRunOption = Annotated[
+    bool, typer.Option("--dry-run", help="Print the commands the stage would run (engine openrlhf) and stop.")
+]
+
+
+@app.command("sft", context_settings={"allow_extra_args": False})
+def sft_command(
+    init: Annotated[
+        str, typer.Option("--init", help="Start model: tiny, tiny:SEED, a checkpoint dir or a hub id.")
+    ],
+    data: Annotated[str, typer.Option("--data", help="SFT rows: a .jsonl file or a prepare-data directory.")],
+    out: Annotated[str, typer.Option("--out", help="Output checkpoint directory.")],
+    overrides: Annotated[
+        Optional[list[str]],
+        typer.Argument(help="key=value overrides of the SFT config (lr=3e-4 epochs=2 ...)."),
+    ] = None,
+    engine: EngineOption = None,
+    dry_run: DryRunOption = False,
+) -> None:
+    """Supervised fine-tuning with assistant-only loss on the local engine (resumes from OUT/trainer_state).
+
+    Example: [bold]cascade sft --init tiny --data runs/tiny/data/sft --out runs/tiny/sft lr=1e-3 epochs=3[/]
+    """
+    from cascade_cli.config.build import build_stage_config
+    from cascade_cli.config.sft import SFTConfig
+    from cascade_cli.recipe.kinds import run_config
+
+    values = {"init": init, "data": data, "out": out, "engine": engine, "dry_run": dry_run or None}
+    config = build_stage_config(SFTConfig, values, overrides or [])
+    run_config(config)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -196,6 +298,45 @@ def rlhf_rm_command(
 # ----------------------------------------------------------------------------------------------------------
 
 
+@app.command("rlvr")
+def rlvr_command(
+    domain: Annotated[str, typer.Option("--domain", "-d", help="if | math | code | swe (picks the verifier).")],
+    init: Annotated[str, typer.Option("--init", help="Input checkpoint directory (or tiny / tiny:SEED).")],
+    data: Annotated[Path, typer.Option("--data", help="Canonical RL rows (JSONL/parquet) with prompt and label.")],
+    out: Annotated[Path, typer.Option("--out", help="Output checkpoint directory.")],
+    eval_data: Annotated[
+        Path | None, typer.Option("--eval-data", help="Held-out rows: greedy accuracy before and after.")
+    ] = None,
+    overrides: Annotated[
+        list[str] | None,
+        typer.Argument(help="Config overrides key=value, e.g. steps=20 group_size=8 dynamic_filter=true", show_default=False),
+    ] = None,
+    engine: EngineOption = None,
+    dry_run: DryRunOption = False,
+) -> None:
+    """GRPO with the domain's verifier as the reward (strictly on-policy, token-level loss, no KL).
+
+    Example: [bold]cascade rlvr --domain math --init runs/tiny/sft --data data/math.jsonl --out runs/tiny/math_rl steps=30[/]
+    """
+    from cascade_cli.config.grpo import RLVRConfig
+    from cascade_cli.config.structure import parse_overrides, structure
+    from cascade_cli.recipe.kinds import run_config
+
+    values = parse_overrides(overrides or [])
+    flags = {"domain": domain, "init": init, "data": str(data), "out": str(out)}
+    if eval_data is not None:
+        flags["eval_data"] = str(eval_data)
+    flags.update({key: value for key, value in (("engine", engine), ("dry_run", dry_run or None)) if value})
+    config = structure(RLVRConfig, {**flags, **values}, where="rlvr")
+    summary = run_config(config)
+    if config.engine != "local":
+        return
+    line = f"[green]done[/]: {out}  steps {summary['steps']}"
+    if "heldout_accuracy_after" in summary:
+        line += f"  held-out accuracy {summary['heldout_accuracy_before']:.3f} -> {summary['heldout_accuracy_after']:.3f}"
+    console.print(line)
+
+
 # ----------------------------------------------------------------------------------------------------------
 # verify (verifiers; reward service)
 # ----------------------------------------------------------------------------------------------------------
@@ -223,7 +364,9 @@ def verify_command(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write the records with reward, passed, details, latency.")
     ] = None,
-    workers: Annotated[int, typer.Option("--workers", "-w", min=1, help="Worker processes.")] = 1,
+    workers: Annotated[
+        int | None, typer.Option("--workers", "-w", min=1, help="Worker processes (default 1; reward_func: min(4, CPUs)).")
+    ] = None,
     json_summary: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout.")] = False,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 2 when any row is bad (missing field, bad label).")] = False,
     option: Annotated[
@@ -239,7 +382,9 @@ def verify_command(
     ] = False,
     host: Annotated[str, typer.Option("--host", help="--serve: address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="--serve: port (0 picks a free one).")] = 5000,
-    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="--serve: seconds per request.")] = 60.0,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0.1, help="--serve / reward_func: seconds per request before reward 0.")
+    ] = 60.0,
     print_reward_func_path: Annotated[
         bool, typer.Option("--print-reward-func-path", help="Print the path of the OpenRLHF reward_func file.")
     ] = False,
@@ -264,13 +409,13 @@ def verify_command(
         typer.echo(reward_func.module_path())
         return
     if export_reward_func is not None:
-        path = reward_func.export(export_reward_func, domain=domain, options=options)
+        path = reward_func.export(export_reward_func, domain=domain, options=options, workers=workers, timeout_s=timeout)
         console.print(f"wrote {path}; pass it to OpenRLHF as --reward.remote_url {path}")
         return
     if serve:
         from cascade_cli.serve import run_server
 
-        run_server(host=host, port=port, workers=workers, timeout_s=timeout, domain=domain, options=options)
+        run_server(host=host, port=port, workers=workers or 1, timeout_s=timeout, domain=domain, options=options)
         return
     if input is None:
         raise CascadeUsageError("--input is required (a JSONL file of rollout records), unless --serve is given")
@@ -283,7 +428,7 @@ def verify_command(
     ) as progress:
         task = progress.add_task("verify", total=None)
         summary, rows = scoring.verify_file(
-            input, output, domain=domain, options=options, workers=workers,
+            input, output, domain=domain, options=options, workers=workers or 1,
             on_total=lambda total: progress.update(task, total=total),
             on_progress=lambda done: progress.advance(task, done),
         )

@@ -14,6 +14,7 @@ RL prompts strictly disjoint).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import random
@@ -182,9 +183,14 @@ def _code_inputs(args: str, k: int, rng: random.Random) -> list[tuple[Any, ...]]
     return [(word,) for word in rng.sample(_WORDS, 3)]
 
 
-def _call(args: str, body: str, inputs: tuple[Any, ...]) -> Any:
+@functools.lru_cache(maxsize=1024)
+def _compiled(args: str, body: str) -> Callable[..., Any]:
     # Our own generated one-liners, evaluated to compute the expected outputs of the tests.
-    function = eval(f"lambda {args}: {body}")  # noqa: S307
+    return eval(f"lambda {args}: {body}")  # noqa: S307
+
+
+def _call(args: str, body: str, inputs: tuple[Any, ...]) -> Any:
+    function = _compiled(args, body)
     return function(*[list(value) if isinstance(value, list) else value for value in inputs])
 
 
@@ -628,22 +634,35 @@ _TASK_BUILDERS: dict[str, Callable[[random.Random], Task]] = {
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _draw(builder: Callable[[random.Random], Task], rng: random.Random, pool: str, seen: set[str]) -> Task:
-    """A task from `pool`; prefers prompts not drawn yet (repeats once a small space is exhausted)."""
+def _draw(
+    builder: Callable[[random.Random], Task],
+    rng: random.Random,
+    pool: str,
+    seen: set[str],
+    exhausted: set[str],
+) -> Task:
+    """A task from `pool`; prefers prompts not drawn yet, and repeats once a small space looks exhausted.
+
+    A builder is marked exhausted (in `exhausted`) after a draw that found only seen prompts for a while; from
+    then on the first task of the right pool is taken, which keeps large `n` on small spaces fast.
+    """
     fallback: Task | None = None
-    for attempt in range(400):
+    misses = 0
+    for _ in range(2000):
         task = builder(rng)
         if pool_of(task.key) != pool:
             continue
+        if builder.__name__ in exhausted:
+            return task
         if task.prompt not in seen:
             seen.add(task.prompt)
             return task
         fallback = fallback or task
-        if attempt > 100 and fallback is not None:
+        misses += 1
+        if misses >= 40:
+            exhausted.add(builder.__name__)
             return fallback
-    if fallback is None:
-        raise RuntimeError(f"no task of pool {pool!r} found in 400 draws")
-    return fallback
+    raise RuntimeError(f"no task of pool {pool!r} found in 2000 draws")
 
 
 def _base_row(row_id: str, domain: str, mode: str, source: str, task: Task) -> dict[str, Any]:
@@ -702,6 +721,7 @@ def generate(
     source = f"tiny:{domain}"
     rng = random.Random(f"cascade-tiny:{domain}:{split}:{seed}")
     seen: set[str] = set()
+    exhausted: set[str] = set()
     rows: list[dict[str, Any]] = []
     mix = dict(mix or DEFAULT_SFT_MIX)
     for name in mix:
@@ -710,7 +730,7 @@ def generate(
     while len(rows) < n:
         row_id = f"tiny-{domain}-{split}-{seed}-{len(rows):06d}"
         if domain == "sft":
-            task = _draw(_TASK_BUILDERS[_weighted_choice(rng, mix)], rng, pool, seen)
+            task = _draw(_TASK_BUILDERS[_weighted_choice(rng, mix)], rng, pool, seen, exhausted)
             correct = rng.random() >= wrong_fraction
             if mode is None and task.task in PARALLEL_MODE_TASKS:
                 # Parallel thinking and non-thinking answers to the same prompt (paper §3.1.1).
@@ -729,13 +749,13 @@ def generate(
             rows.append(_sft_row(row_id, mode or "think", source, task, correct))
         elif domain == "pref":
             builder = _TASK_BUILDERS[rng.choice(("math", "if", "general", "general"))]
-            task = _draw(builder, rng, pool, seen)
+            task = _draw(builder, rng, pool, seen, exhausted)
             if task.wrong_answer is None:
                 continue
             row_mode = mode or ("think" if len(rows) % 2 == 0 else "no_think")  # RLHF: half and half
             rows.append(_pref_row(row_id, row_mode, source, task))
         else:
-            task = _draw(_TASK_BUILDERS[domain], rng, pool, seen)
+            task = _draw(_TASK_BUILDERS[domain], rng, pool, seen, exhausted)
             row_mode = mode or DEFAULT_MODES.get(domain) or ("think" if len(rows) % 2 == 0 else "no_think")
             rows.append(_rl_row(row_id, domain, row_mode, source, task))
     return rows

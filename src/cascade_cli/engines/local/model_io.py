@@ -14,17 +14,30 @@ from cascade_cli.tiny import resolve_model
 _DTYPES = ("float32", "bfloat16", "float16", "auto")
 
 
+def idle_cores() -> int:
+    """Cores this process may use minus the load already on the machine (at least 1).
+
+    Small-model training is all short parallel regions; an OpenMP team larger than the idle cores spends
+    its time waiting for descheduled threads (10x slower on a busy two-core machine than one thread)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # pragma: no cover - no load average
+        load = 0.0
+    return max(1, min(cores, int(cores - load + 0.5)))
+
+
 def configure_threads(threads: int | None = None) -> int:
-    """Use every core this process may run on (or `threads` / $CASCADE_THREADS); returns the count."""
+    """Set torch's thread count: `threads`, else $CASCADE_THREADS, else the idle cores; returns it."""
     import torch
 
     if threads is None:
         threads = int(os.environ.get("CASCADE_THREADS", "0") or 0)
     if threads <= 0:
-        try:
-            threads = len(os.sched_getaffinity(0))
-        except AttributeError:  # pragma: no cover - not Linux
-            threads = os.cpu_count() or 1
+        threads = idle_cores()
     if torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
     return threads

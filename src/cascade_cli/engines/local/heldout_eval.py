@@ -1,0 +1,164 @@
+"""Greedy exact-answer accuracy on held-out math prompts, with transformers `generate`.
+
+A training stage reports it for its init model and its result, so a recipe shows what the stage bought.
+Scoring goes through the math verifier when it is installed (`cascade_cli.verifiers.get_verifier("math")`);
+otherwise the last `\\boxed{}` after `</think>` must equal `label.answer` as a string.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from cascade_cli.chat import IM_END, MODES, answer_text, prompt_messages, render_messages
+from cascade_cli.errors import CascadeUsageError
+from cascade_cli.jsonl import iter_jsonl
+
+
+def resolve_prompt_file(path: str | Path) -> Path:
+    """A .jsonl file, or a prepare-data directory (heldout.jsonl, else data.jsonl)."""
+    path = Path(path)
+    if path.is_dir():
+        for name in ("heldout.jsonl", "data.jsonl"):
+            if (path / name).is_file():
+                return path / name
+        raise CascadeUsageError(f"{path}: directory has neither heldout.jsonl nor data.jsonl")
+    if not path.exists():
+        raise CascadeUsageError(f"{path}: file not found")
+    return path
+
+
+def load_math_prompts(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
+    """Rows {id, prompt (rendered text), mode, label} from canonical math rows (prompt or messages)."""
+    path = resolve_prompt_file(path)
+    prompts = []
+    for line, row in iter_jsonl(path):
+        where = f"{path}: row {line}"
+        label = row.get("label")
+        if isinstance(label, str):
+            try:
+                label = json.loads(label)
+            except json.JSONDecodeError:
+                label = {"answer": label}
+        if not isinstance(label, dict) or "answer" not in label:
+            raise CascadeUsageError(f"{where}: expected label.answer for a math prompt; found {label!r}")
+        mode = row.get("mode") or "think"
+        if mode not in MODES:
+            raise CascadeUsageError(f"{where}: mode must be one of {', '.join(MODES)}; found {mode!r}")
+        if "prompt" in row:
+            messages = prompt_messages(row["prompt"])
+        elif isinstance(row.get("messages"), list):
+            messages = list(row["messages"])
+            while messages and messages[-1].get("role") == "assistant":
+                messages.pop()
+        else:
+            raise CascadeUsageError(f"{where}: expected `prompt` or `messages`; found keys {sorted(row)}")
+        try:
+            text = render_messages(messages, mode=mode, add_generation_prompt=True)
+        except ValueError as error:
+            raise CascadeUsageError(f"{where}: {error}") from None
+        prompts.append({"id": row.get("id", f"row{line}"), "prompt": text, "mode": mode, "label": label})
+        if limit is not None and len(prompts) >= limit:
+            break
+    if not prompts:
+        raise CascadeUsageError(f"{path}: no prompts")
+    return prompts
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last `\\boxed{...}` (braces balanced), or None."""
+    start = text.rfind("\\boxed{")
+    if start < 0:
+        return None
+    depth, begin = 0, start + len("\\boxed{")
+    for index in range(begin, len(text)):
+        if text[index] == "{":
+            depth += 1
+        elif text[index] == "}":
+            if depth == 0:
+                return text[begin:index].strip()
+            depth -= 1
+    return None
+
+
+def _fallback_passed(response: str, label: dict[str, Any]) -> bool:
+    found = last_boxed(answer_text(response))
+    return found is not None and found == str(label["answer"]).strip()
+
+
+def score_math(records: list[dict[str, Any]]) -> list[bool]:
+    """passed per rollout record, by the math verifier when available, else by string equality."""
+    try:
+        from cascade_cli.verifiers import get_verifier
+
+        verifier = get_verifier("math")
+    except (ImportError, KeyError, AttributeError):
+        return [_fallback_passed(r["response"], r["label"]) for r in records]
+    return [bool(verifier.score(record).passed) for record in records]
+
+
+@torch.no_grad()
+def generate_greedy(
+    model, tokenizer, prompts: list[str], max_new_tokens: int, batch_size: int
+) -> list[tuple[str, str]]:
+    """(response text, finish_reason) per prompt; left-padded batches, greedy decoding, stop at <|im_end|>."""
+    stop_ids = [tokenizer.convert_tokens_to_ids(IM_END)]
+    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in stop_ids:
+        stop_ids.append(tokenizer.eos_token_id)
+    side = tokenizer.padding_side
+    tokenizer.padding_side = "left"
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    results = []
+    try:
+        for start in range(0, len(prompts), batch_size):
+            chunk = prompts[start : start + batch_size]
+            inputs = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+            output = model.generate(
+                **inputs,
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                eos_token_id=stop_ids,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+            for row in output[:, inputs["input_ids"].shape[1] :].tolist():
+                stopped = next((i for i, token in enumerate(row) if token in stop_ids), None)
+                kept = row if stopped is None else row[:stopped]
+                text = tokenizer.decode(kept, skip_special_tokens=False)
+                results.append((text, "length" if stopped is None else "stop"))
+    finally:
+        tokenizer.padding_side = side
+        model.train(was_training)
+    return results
+
+
+def math_accuracy(
+    model, tokenizer, prompts: list[dict[str, Any]], max_new_tokens: int, batch_size: int
+) -> dict[str, Any]:
+    """{"accuracy", "n", "samples"}: greedy decoding of every prompt, scored against label.answer."""
+    outputs = generate_greedy(model, tokenizer, [p["prompt"] for p in prompts], max_new_tokens, batch_size)
+    records = [
+        {
+            "id": p["id"],
+            "prompt": p["prompt"],
+            "response": text,
+            "label": p["label"],
+            "domain": "math",
+            "mode": p["mode"],
+            "finish_reason": reason,
+        }
+        for p, (text, reason) in zip(prompts, outputs, strict=True)
+    ]
+    passed = score_math(records)
+    return {
+        "accuracy": sum(passed) / len(passed),
+        "n": len(passed),
+        "samples": [
+            {"prompt": r["prompt"], "response": r["response"], "passed": ok}
+            for r, ok in list(zip(records, passed, strict=True))[:3]
+        ],
+    }

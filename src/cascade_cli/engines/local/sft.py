@@ -1,0 +1,325 @@
+"""Supervised fine-tuning on the local engine (PyTorch in this process; CPU or one GPU).
+
+Reads top to bottom: load -> tokenize -> (resume) -> loop over optimizer steps -> save -> evaluate.
+The loss is token-level over assistant tokens only: the sum of token losses of every micro-batch in a step,
+divided by the number of assistant tokens in that whole step, so packing and gradient accumulation do not
+change what is optimised.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from omegaconf import OmegaConf
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from cascade_cli.checkpoint import MetricsLog, config_fingerprint, fingerprint_path, write_manifest
+from cascade_cli.config.sft import SFTConfig
+from cascade_cli.console import console, print_warning
+from cascade_cli.engines.local import heldout_eval, model_io, train_state
+from cascade_cli.engines.local.sft_data import BatchStream, Cursor, collate, load_examples, resolve_data_file
+from cascade_cli.errors import CascadeUsageError
+
+# Keys that change how a run is driven, not what it computes: a resumed run may differ in these.
+RUNTIME_KEYS = (
+    "out",
+    "save_every",
+    "resume",
+    "stop_after",
+    "log_every",
+    "tensorboard",
+    "threads",
+    "dry_run",
+    "name",
+    "eval_prompts",
+    "eval_max_new_tokens",
+    "eval_limit",
+    "eval_batch_size",
+)
+
+
+def _config_dict(config: SFTConfig) -> dict[str, Any]:
+    return OmegaConf.to_container(OmegaConf.structured(config), resolve=True)  # type: ignore[return-value]
+
+
+def _resume_fingerprint(config_dict: dict[str, Any]) -> str:
+    return config_fingerprint({k: v for k, v in config_dict.items() if k not in RUNTIME_KEYS})
+
+
+def _check_config(config: SFTConfig) -> None:
+    if config.engine != "local":
+        raise CascadeUsageError(f"engine: `cascade sft` runs on the local engine; found {config.engine!r}")
+    if not config.init:
+        raise CascadeUsageError("init: missing (give --init MODEL: tiny, a checkpoint directory or a hub id)")
+    if not config.out:
+        raise CascadeUsageError("out: missing (give --out DIR)")
+    positive = {
+        "batch_size": config.batch_size,
+        "grad_accum": config.grad_accum,
+        "max_seq_len": config.max_seq_len,
+        "log_every": config.log_every,
+    }
+    for key, value in positive.items():
+        if value < 1:
+            raise CascadeUsageError(f"{key}: must be >= 1; found {value}")
+    if config.max_steps is not None and config.max_steps < 1:
+        raise CascadeUsageError(f"max_steps: must be >= 1; found {config.max_steps}")
+    if config.epochs <= 0 and config.max_steps is None:
+        raise CascadeUsageError(f"epochs: must be > 0; found {config.epochs}")
+    if not 0 <= config.warmup_ratio < 1:
+        raise CascadeUsageError(f"warmup_ratio: must be in [0, 1); found {config.warmup_ratio}")
+    if config.lr <= 0 or config.min_lr < 0 or config.min_lr > config.lr:
+        raise CascadeUsageError(
+            f"lr/min_lr: need 0 <= min_lr <= lr and lr > 0; found {config.lr}/{config.min_lr}"
+        )
+
+
+def step_loss(model, batch: dict[str, Any], normalizer: int, device: str, bf16: bool) -> torch.Tensor:
+    """Sum of next-token losses over this micro-batch's assistant tokens / assistant tokens in the step.
+    Only assistant positions go through the LM head (cheap with large vocabularies)."""
+    input_ids = batch["input_ids"].to(device)
+    labels = batch["labels"].to(device)
+    position_ids = batch["position_ids"].to(device) if batch["position_ids"] is not None else None
+    with model_io.autocast(device, bf16):
+        hidden = model.get_decoder()(input_ids=input_ids, position_ids=position_ids, use_cache=False)
+        hidden = hidden.last_hidden_state[:, :-1]
+        targets = labels[:, 1:]
+        keep = targets != -100
+        logits = model.get_output_embeddings()(hidden[keep])
+    return F.cross_entropy(logits.float(), targets[keep], reduction="sum") / normalizer
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("[bold]sft[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("loss {task.fields[loss]:.4f}"),
+        TextColumn("{task.fields[tps]:,.0f} tok/s"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+    )
+
+
+def _evaluate(model, tokenizer, prompts, config: SFTConfig, label: str) -> dict[str, Any]:
+    with console.status(f"held-out math accuracy ({label}, {len(prompts)} prompts, greedy)"):
+        return heldout_eval.math_accuracy(
+            model, tokenizer, prompts, config.eval_max_new_tokens, config.eval_batch_size
+        )
+
+
+def run_sft(config: SFTConfig) -> dict[str, Any]:
+    """Train, write the HF checkpoint + `cascade_stage.json` into `config.out`, return the metrics."""
+    started = time.time()
+    _check_config(config)
+    out = Path(config.out)  # type: ignore[arg-type]
+    data_file = resolve_data_file(config.data)
+    threads = model_io.configure_threads(config.threads or None)
+    device = model_io.pick_device()
+    torch.manual_seed(config.seed)
+
+    tokenizer = model_io.load_tokenizer(config.init)  # type: ignore[arg-type]
+    examples = load_examples(data_file, tokenizer, config.max_seq_len)
+    if examples.truncated or examples.dropped:
+        print_warning(
+            f"{data_file}: {examples.truncated} examples truncated to max_seq_len={config.max_seq_len}"
+            f", {examples.dropped} dropped (no assistant token left)"
+        )
+    eval_prompts = (
+        heldout_eval.load_math_prompts(config.eval_prompts, config.eval_limit)
+        if config.eval_prompts
+        else None
+    )
+    stream = BatchStream(
+        examples, config.batch_size, config.seed, config.packing, config.max_seq_len, config.shuffle
+    )
+    micro_per_epoch = len(stream.plan(0))
+    total_steps = config.max_steps or max(1, math.ceil(config.epochs * micro_per_epoch / config.grad_accum))
+    warmup_steps = int(config.warmup_ratio * total_steps)
+    config_dict = _config_dict(config)
+    fingerprints = {"data": fingerprint_path(data_file)}
+    if config.eval_prompts:
+        fingerprints["eval_prompts"] = fingerprint_path(heldout_eval.resolve_prompt_file(config.eval_prompts))
+    if config.dry_run:
+        console.print(
+            f"sft dry run: {len(examples)} examples, {micro_per_epoch} micro-batches per epoch, "
+            f"{total_steps} optimizer steps, {threads} threads on {device}"
+        )
+        return {"examples": len(examples), "total_steps": total_steps}
+
+    model = model_io.load_model(config.init, dtype="float32", device=device)  # type: ignore[arg-type]
+    model.config.use_cache = False
+    optimizer = train_state.adamw(model, config.lr, (config.beta1, config.beta2), config.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, train_state.warmup_cosine(total_steps, warmup_steps, config.lr, config.min_lr)
+    )
+
+    step = 0
+    metrics: dict[str, Any] = {}
+    resume_key = _resume_fingerprint(config_dict)
+    saved = train_state.find_trainer_state(out) if config.resume else None
+    if saved is not None:
+        progress_state = train_state.read_progress(saved)
+        if (
+            progress_state.get("resume_fingerprint") != resume_key
+            or progress_state.get("data") != fingerprints["data"]
+        ):
+            # A rerun with a changed config (a recipe edit) trains afresh rather than failing.
+            print_warning(f"{saved}: saved by a run with a different config or data; starting from scratch")
+            saved = None
+        else:
+            metrics = progress_state.get("metrics", {})
+    if eval_prompts is not None and "eval/init_accuracy" not in metrics:
+        init_eval = _evaluate(model, tokenizer, eval_prompts, config, "init model")
+        metrics["eval/init_accuracy"] = init_eval["accuracy"]
+        metrics["eval/n"] = init_eval["n"]
+    if saved is not None:
+        progress_state = train_state.load_trainer_state(saved, model, optimizer, scheduler)
+        step = progress_state["step"]
+        stream.cursor = Cursor(**progress_state["cursor"])
+        console.print(f"resuming {out} from step {step}/{total_steps}")
+
+    write_manifest(
+        out,
+        stage=config.name or "sft",
+        kind="sft",
+        config=config_dict,
+        init=config.init,
+        data_fingerprints=fingerprints,
+        metrics=metrics,
+        status="running",
+    )
+    log = MetricsLog(out, tensorboard=config.tensorboard, truncate_after_step=step if saved else None)
+
+    def save_state() -> None:
+        train_state.save_trainer_state(
+            out,
+            model,
+            optimizer,
+            scheduler,
+            {
+                "step": step,
+                "cursor": asdict(stream.cursor),
+                "total_steps": total_steps,
+                "resume_fingerprint": resume_key,
+                "data": fingerprints["data"],
+                "metrics": metrics,
+            },
+        )
+
+    model.train()
+    train_started = time.time()
+    tokens_seen = 0
+    stop_at = min(total_steps, config.stop_after) if config.stop_after else total_steps
+    with _progress() as bar:
+        task = bar.add_task("sft", total=total_steps, completed=step, loss=float("nan"), tps=0.0)
+        while step < stop_at:
+            tick = time.perf_counter()
+            batches = [collate(b, examples, tokenizer.pad_token_id) for b in stream.take(config.grad_accum)]
+            normalizer = sum(b["trainable"] for b in batches)
+            loss_sum = 0.0
+            for batch in batches:
+                loss = step_loss(model, batch, normalizer, device, config.bf16)
+                loss.backward()
+                loss_sum += loss.item()
+            grad_norm = (
+                torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm).item()
+                if config.max_grad_norm > 0
+                else float("nan")
+            )
+            lr = scheduler.get_last_lr()[0]
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            seconds = time.perf_counter() - tick
+            step_tokens = sum(b["tokens"] for b in batches)
+            tokens_seen += step_tokens
+            metrics["train/loss"] = loss_sum
+            if step % config.log_every == 0 or step == stop_at:
+                log.log(
+                    step,
+                    {
+                        "loss": loss_sum,
+                        "lr": lr,
+                        "grad_norm": grad_norm,
+                        "tokens": step_tokens,
+                        "loss_tokens": normalizer,
+                        "tokens_per_s": step_tokens / max(seconds, 1e-9),
+                        "epoch": stream.epoch_progress(),
+                    },
+                )
+            bar.update(
+                task, advance=1, loss=loss_sum, tps=tokens_seen / max(time.time() - train_started, 1e-9)
+            )
+            if config.save_every and step % config.save_every == 0 and step < stop_at:
+                save_state()
+    log.close()
+    train_seconds = time.time() - train_started
+    metrics.update(
+        {
+            "train/steps": step,
+            "train/total_steps": total_steps,
+            "train/examples": len(examples),
+            "train/tokens_per_s": tokens_seen / max(train_seconds, 1e-9),
+        }
+    )
+    save_state()
+    if step < total_steps:
+        write_manifest(
+            out,
+            stage=config.name or "sft",
+            kind="sft",
+            config=config_dict,
+            init=config.init,
+            data_fingerprints=fingerprints,
+            metrics=metrics,
+            status="stopped",
+            timings={"train_s": train_seconds},
+        )
+        console.print(f"stopped after step {step}/{total_steps}; rerun the same command to resume")
+        return metrics
+
+    model_io.save_model(model, tokenizer, out)
+    eval_seconds = 0.0
+    if eval_prompts is not None:
+        eval_started = time.time()
+        result = _evaluate(model, tokenizer, eval_prompts, config, "trained model")
+        eval_seconds = time.time() - eval_started
+        metrics["eval/accuracy"] = result["accuracy"]
+        metrics["eval/n"] = result["n"]
+        console.print(
+            f"held-out math accuracy (greedy, n={result['n']}): init {metrics.get('eval/init_accuracy', 0):.3f}"
+            f" -> trained {result['accuracy']:.3f}"
+        )
+    write_manifest(
+        out,
+        stage=config.name or "sft",
+        kind="sft",
+        config=config_dict,
+        init=config.init,
+        data_fingerprints=fingerprints,
+        metrics=metrics,
+        status="completed",
+        timings={"train_s": train_seconds, "eval_s": eval_seconds, "total_s": time.time() - started},
+    )
+    console.print(
+        f"sft done: {step} steps, final loss {metrics['train/loss']:.4f}, "
+        f"{metrics['train/tokens_per_s']:,.0f} tok/s -> {out}"
+    )
+    return metrics
