@@ -7,12 +7,12 @@ import math
 
 import pytest
 import torch
-from cascade_cli.engines.local.grpo import grpo_loss
 
 from cascade_cli.checkpoint import read_manifest, read_metrics
 from cascade_cli.config.rlhf import RLHFConfig
 from cascade_cli.config.structure import structure
 from cascade_cli.engines.local import reward_model as rm
+from cascade_cli.engines.local.grpo import grpo_loss
 from cascade_cli.engines.local.rlhf import RewardModelReward, apply_code_switch_penalty, zscore_tanh
 from cascade_cli.jsonl import write_jsonl
 

@@ -244,12 +244,12 @@ def rlhf_command(
     if ctx.invoked_subcommand is not None:
         return
     from cascade_cli.config.rlhf import RLHFConfig
-    from cascade_cli.engines.local.rlhf import run_rlhf
+    from cascade_cli.recipe.kinds import run_config
 
     values = {"init": init, "reward_model": reward_model, "data": data, "out": out, "eval_data": eval_data}
     config = _rlhf_stage_config(RLHFConfig, values, ctx.meta.get("rlhf.overrides", []), "rlhf")
-    summary = run_rlhf(config)
-    line = f"[green]done[/]: {config.out}  steps {summary['steps']}"
+    summary = run_config(config)
+    line = f"[green]done[/]: {config.out}  steps {summary.get('steps', '-')}"
     if "heldout_reward_after" in summary:
         line += f"  held-out RM score {summary['heldout_reward_before']:.3f} -> {summary['heldout_reward_after']:.3f}"
     console.print(line)
@@ -275,14 +275,14 @@ def rlhf_rm_command(
     Example: [bold]cascade rlhf rm --init runs/tiny/sft --data runs/tiny/data/pref --out runs/tiny/rm lr=1e-3[/]
     """
     from cascade_cli.config.rm import RewardModelConfig
-    from cascade_cli.engines.local.reward_model import run_reward_model
+    from cascade_cli.recipe.kinds import run_config
 
     values = {"init": init, "data": data, "out": out, "eval_data": eval_data}
     if skip_bad_rows:
         values["skip_bad_rows"] = True
     config = _rlhf_stage_config(RewardModelConfig, values, overrides or [], "rlhf rm")
-    summary = run_reward_model(config)
-    line = f"[green]done[/]: {out}  steps {summary['steps']}"
+    summary = run_config(config)
+    line = f"[green]done[/]: {out}  steps {summary.get('steps', '-')}"
     if "heldout_accuracy" in summary:
         line += (
             f"  held-out pairwise accuracy {summary['heldout_accuracy_before']:.3f} -> "
