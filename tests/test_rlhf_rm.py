@@ -241,3 +241,26 @@ def test_prompt_filter_drops_math_and_code_only():
     ) == "code"
     for general in ("How many legs does a spider have?", "Explain what Python is used for.", "Write a haiku."):
         assert classify_prompt(general) is None
+
+
+def test_prepare_data_format_and_drop_math_code_hooks(tmp_path, cli):
+    from cascade_cli.data.tiny_tasks import generate
+
+    raw = [
+        {"prompt": "Q1", "response_1": "A", "response_2": "B", "preference_strength": -2},
+        {"prompt": "Q2", "response_1": "A", "response_2": "B", "preference_strength": 0},  # tie
+        {"prompt": "Q3", "response_1": "A", "response_2": "B", "preference_strength": 3},
+    ]
+    write_jsonl(tmp_path / "hs.jsonl", raw)
+    result = cli(["prepare-data", "--source", tmp_path / "hs.jsonl", "--out", tmp_path / "pairs", "format=helpsteer"])
+    assert result.exit_code == 0, result.output
+    pairs, dropped = rm.load_pairs(tmp_path / "pairs")
+    assert dropped == 0 and [(p.chosen, p.rejected) for p in pairs] == [("A", "B"), ("B", "A")]
+
+    write_jsonl(tmp_path / "mixed.jsonl", generate("general", 6) + generate("math", 3) + generate("code", 2))
+    result = cli(["prepare-data", "--source", tmp_path / "mixed.jsonl", "--out", tmp_path / "rl", "drop_math_code=true"])
+    assert result.exit_code == 0, result.output
+    card = json.loads((tmp_path / "rl" / "data_card.json").read_text())
+    report = next(f for f in card["filters"] if f["name"] == "drop_math_code")
+    assert report["removed_by"] == {"math": 3, "code": 2} and report["out"] == 6
+    assert "drop_math_code: 11 -> 6 rows" in result.output

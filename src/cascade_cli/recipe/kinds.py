@@ -67,6 +67,9 @@ STAGE_KINDS: dict[str, StageKind] = {
         "cascade_cli.engines.local.reward_model:run_reward_model",
         ("rlhf", "rm"),
         ("init", "data", "out"),
+        # Not a policy: the next stage's init skips it and the recipe does not generate with it. Its own
+        # `init` is not defaulted either; recipes name it (`init: ${stages.sft.out}`).
+        produces_model=False,
     ),
     "rlhf": StageKind(
         "rlhf",

@@ -379,7 +379,9 @@ def run_reward_model(config: RewardModelConfig) -> dict[str, Any]:
         raise CascadeUsageError("out: expected an output directory, found none")
     if config.engine != "local":
         raise CascadeUsageError(f"engine: the reward model trains on the local engine; found {config.engine!r}")
-    require_model_dir(resolve_model(config.init or ""), "init checkpoint")
+    if not config.init:
+        raise CascadeUsageError("init: expected the checkpoint to start the reward model from (usually the SFT one)")
+    require_model_dir(resolve_model(config.init), "init checkpoint")
     started = time.perf_counter()
     train, heldout, dropped = split_pairs(config)
     out = Path(config.out)
