@@ -36,3 +36,8 @@ class PrepareDataConfig(StageConfig):
     # Token-length percentiles in the data card with this tokenizer: `tiny` (the embedded char-level one) or
     # a tokenizer folder / model id; without it the card reports character lengths only.
     tokenizer: str | None = None
+    # Preference sources (data/preferences.py): helpsteer | ultrafeedback turn raw rows into pref pairs
+    # (ties dropped); auto reads rows as they are. drop_math_code drops math and competitive-programming
+    # prompts (data/prompt_filters.py; for RLHF prompts).
+    format: str = "auto"
+    drop_math_code: bool = False

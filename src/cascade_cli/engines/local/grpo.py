@@ -54,23 +54,29 @@ def grpo_loss(
     tokens: torch.Tensor,  # [B, T] response tokens
     mask: torch.Tensor,  # [B, T] 1 for tokens that carry loss
     advantages: torch.Tensor,  # [B]
-    total_tokens: int,  # response tokens in the whole step (token-level normalisation)
+    total_tokens: int,  # token level: response tokens in the whole step; sequence level: responses in it
     ref_logprobs: torch.Tensor | None = None,
     kl_coef: float = 0.0,
     entropy_coef: float = 0.0,
+    aggregation: str = "token",
 ) -> tuple[torch.Tensor, dict[str, float]]:
+    def reduce(values: torch.Tensor) -> torch.Tensor:
+        if aggregation == "sequence":  # each response's token mean, then a sum over responses
+            return ((values * mask).sum(-1) / mask.sum(-1).clamp(min=1)).sum() / total_tokens
+        return (values * mask).sum() / total_tokens
+
     logprobs_all = logits.float().log_softmax(-1)
     logprobs = logprobs_all.gather(-1, tokens[..., None]).squeeze(-1)
     ratio = torch.exp(logprobs - logprobs.detach())  # == 1 on-policy; its gradient is grad(logprobs)
-    loss = -(advantages[:, None] * ratio * mask).sum() / total_tokens
+    loss = -reduce(advantages[:, None] * ratio)
     entropy = -(logprobs_all.exp() * logprobs_all).sum(-1)
     if entropy_coef:
-        loss = loss - entropy_coef * (entropy * mask).sum() / total_tokens
+        loss = loss - entropy_coef * reduce(entropy)
     kl = torch.zeros(())
     if kl_coef and ref_logprobs is not None:
         log_ratio = ref_logprobs - logprobs
         kl = torch.exp(log_ratio) - log_ratio - 1  # k3 estimator of KL(policy || reference)
-        loss = loss + kl_coef * (kl * mask).sum() / total_tokens
+        loss = loss + kl_coef * reduce(kl)
         kl = (kl * mask).sum()
     return loss, {"entropy_sum": float((entropy.detach() * mask).sum()), "kl_sum": float(kl.detach())}
 
@@ -250,6 +256,10 @@ class GRPOTrainer:
             raise CascadeUsageError(f"mode: expected one of {', '.join(PROMPT_MODES)}; found {mode!r}")
         if config.group_size < 2:
             raise CascadeUsageError(f"group_size: expected at least 2, found {config.group_size}")
+        if config.loss_aggregation not in ("token", "sequence"):
+            raise CascadeUsageError(
+                f"loss_aggregation: expected token or sequence; found {config.loss_aggregation!r}"
+            )
         if config.prompts_per_step < 1:
             raise CascadeUsageError(f"prompts_per_step: expected at least 1, found {config.prompts_per_step}")
         self.config, self.reward, self.domain, self.mode = config, reward, domain, mode
@@ -428,6 +438,7 @@ class GRPOTrainer:
                 fixed if t and fixed is not None else float(s.reward)
                 for t, s in zip(truncated, group.scores, strict=True)
             ]
+            group.rewards = self.reward.shape(group.rewards)
             group.advantages = group_advantages(group.rewards, group.loss_mask, self.config.adv_eps)
 
     # ---- update --------------------------------------------------------------------------------------
@@ -444,12 +455,15 @@ class GRPOTrainer:
         """One optimizer step over every response of the step (micro-batched), token-level loss."""
         sequences = self._batch(groups)
         total_tokens = sum(len(resp) for _, resp, _, keep in sequences if keep)
+        normaliser = total_tokens
+        if self.config.loss_aggregation == "sequence":
+            normaliser = sum(1 for _, _, _, keep in sequences if keep)
         self.optimizer.zero_grad(set_to_none=True)
         entropy_sum = kl_sum = 0.0
         if total_tokens:
             for start in range(0, len(sequences), self.config.train_micro_batch):
                 micro = sequences[start : start + self.config.train_micro_batch]
-                stats = self._micro_step(micro, total_tokens, temperature)
+                stats = self._micro_step(micro, normaliser, temperature)
                 entropy_sum += stats["entropy_sum"]
                 kl_sum += stats["kl_sum"]
         grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.config.max_grad_norm)
@@ -485,6 +499,7 @@ class GRPOTrainer:
             ref_logprobs,
             self.config.kl_coef,
             self.config.entropy_coef,
+            self.config.loss_aggregation,
         )
         loss.backward()
         return stats
