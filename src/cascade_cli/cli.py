@@ -135,7 +135,7 @@ def prepare_data_command(
         typer.Option(
             "--format",
             help="Source format: auto (from the columns), nemotron-sft, nemotron-rl-math, nemotron-rl-if, "
-            "nemotron-rl-swe, openai, alpaca, sharegpt, livecodebench, taco, apps.",
+            "nemotron-rl-swe, openai, alpaca, sharegpt, livecodebench, taco, apps, helpsteer, ultrafeedback.",
         ),
     ] = None,
     decontaminate_against: Annotated[
@@ -257,6 +257,114 @@ def sft_command(
 # ----------------------------------------------------------------------------------------------------------
 # rlhf (RM + GRPO on RM scores)
 # ----------------------------------------------------------------------------------------------------------
+
+
+class _RlhfGroup(_CascadeGroup):
+    """`cascade rlhf rm ...` runs the subcommand; `cascade rlhf --init ... key=value ...` runs the group's own
+    callback (the policy stage) with the `key=value` words as config overrides."""
+
+    def parse_args(self, ctx, args):  # type: ignore[no-untyped-def]
+        super().parse_args(ctx, args)
+        rest = [*ctx._protected_args, *ctx.args]
+        if rest and rest[0] not in self.commands:
+            ctx.meta["rlhf.overrides"] = rest
+            ctx._protected_args, ctx.args = [], []
+        return ctx.args
+
+
+def _rlhf_stage_config(config_cls: type, flags: dict, overrides: list[str], where: str):
+    """Flags (None: not given) + key=value overrides (which win) -> the stage config."""
+    from omegaconf import OmegaConf
+
+    from cascade_cli.config.structure import parse_overrides, structure
+
+    given = OmegaConf.create({key: value for key, value in flags.items() if value is not None})
+    return structure(config_cls, OmegaConf.merge(given, parse_overrides(overrides, where)), where=where)
+
+
+rlhf_app = typer.Typer(
+    name="rlhf",
+    cls=_RlhfGroup,
+    invoke_without_command=True,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(rlhf_app, name="rlhf")
+
+
+@rlhf_app.callback()
+def rlhf_command(
+    ctx: typer.Context,
+    init: Annotated[Optional[str], typer.Option("--init", help="SFT checkpoint to start the policy from.")] = None,
+    reward_model: Annotated[
+        Optional[str], typer.Option("--reward-model", help="Reward-model checkpoint (from `cascade rlhf rm`).")
+    ] = None,
+    data: Annotated[Optional[str], typer.Option("--data", help="Prompt rows (JSONL/parquet or a prepare-data dir).")] = None,
+    out: Annotated[Optional[str], typer.Option("--out", help="Output checkpoint directory.")] = None,
+    eval_data: Annotated[
+        Optional[str], typer.Option("--eval-data", help="Held-out prompts: mean RM score of greedy answers before/after.")
+    ] = None,
+) -> None:
+    """GRPO on a reward model's scores (Half-Half thinking modes, code-switch penalty); subcommand `rm` trains the RM.
+
+    Overrides go after the options as key=value (steps=20 kl_coef=1e-3 reward_shaping=zscore_tanh ...).
+
+    Example: [bold]cascade rlhf --init runs/tiny/sft --reward-model runs/tiny/rm --data data/general --out runs/tiny/rlhf steps=20[/]
+
+    Example: [bold]cascade rlhf rm --init runs/tiny/sft --data data/pref --out runs/tiny/rm[/]
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    from cascade_cli.config.rlhf import RLHFConfig
+    from cascade_cli.recipe.kinds import run_config
+
+    values = {"init": init, "reward_model": reward_model, "data": data, "out": out, "eval_data": eval_data}
+    config = _rlhf_stage_config(RLHFConfig, values, ctx.meta.get("rlhf.overrides", []), "rlhf")
+    summary = run_config(config)
+    line = f"[green]done[/]: {config.out}  steps {summary.get('steps', '-')}"
+    if "heldout_reward_after" in summary:
+        line += f"  held-out RM score {summary['heldout_reward_before']:.3f} -> {summary['heldout_reward_after']:.3f}"
+    console.print(line)
+
+
+@rlhf_app.command("rm")
+def rlhf_rm_command(
+    init: Annotated[str, typer.Option("--init", help="Start model (usually the SFT checkpoint); tiny / tiny:SEED.")],
+    data: Annotated[str, typer.Option("--data", help="Preference pairs (JSONL/parquet or a prepare-data dir).")],
+    out: Annotated[str, typer.Option("--out", help="Output reward-model checkpoint directory.")],
+    eval_data: Annotated[
+        Optional[str], typer.Option("--eval-data", help="Held-out pairs (default: heldout.jsonl or a split).")
+    ] = None,
+    skip_bad_rows: Annotated[
+        bool, typer.Option("--skip-bad-rows", help="Drop bad pairs (empty/identical sides, missing fields) with a count.")
+    ] = False,
+    overrides: Annotated[
+        Optional[list[str]], typer.Argument(help="key=value overrides (lr=1e-5 epochs=1 ...).", show_default=False)
+    ] = None,
+) -> None:
+    """Train a Bradley-Terry reward model (one `score` head; loads in AutoModelForSequenceClassification and OpenRLHF).
+
+    Example: [bold]cascade rlhf rm --init runs/tiny/sft --data runs/tiny/data/pref --out runs/tiny/rm lr=1e-3[/]
+    """
+    from cascade_cli.config.rm import RewardModelConfig
+    from cascade_cli.recipe.kinds import run_config
+
+    values = {"init": init, "data": data, "out": out, "eval_data": eval_data}
+    if skip_bad_rows:
+        values["skip_bad_rows"] = True
+    config = _rlhf_stage_config(RewardModelConfig, values, overrides or [], "rlhf rm")
+    summary = run_config(config)
+    line = f"[green]done[/]: {out}  steps {summary.get('steps', '-')}"
+    if "heldout_accuracy" in summary:
+        line += (
+            f"  held-out pairwise accuracy {summary['heldout_accuracy_before']:.3f} -> "
+            f"{summary['heldout_accuracy']:.3f}  margin {summary['heldout_margin']:.2f}"
+        )
+    if summary.get("bad_rows_dropped"):
+        line += f"  ({summary['bad_rows_dropped']} bad rows dropped)"
+    console.print(line)
 
 
 # ----------------------------------------------------------------------------------------------------------

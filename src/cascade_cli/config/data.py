@@ -23,9 +23,6 @@ class PrepareDataConfig(StageConfig):
     n: int = 1000  # rows for tiny:* sources
     mode: str | None = None  # think | no_think for every row (else the row's own or the domain default)
     map: dict[str, str] = field(default_factory=dict)  # canonical name -> source column
-    # Source format (data/formats.py: nemotron-sft, nemotron-rl-math, livecodebench, apps, ...) or auto: read
-    # off each row's columns (rows no format claims take the generic column rules).
-    format: str = "auto"
     holdout: int = 0  # rows written to heldout.jsonl instead of data.jsonl (for evaluation)
     # tiny:sft only: share of wrong math/code/if answers (headroom for RL) and the task mix.
     wrong_fraction: float = 0.2
@@ -39,3 +36,10 @@ class PrepareDataConfig(StageConfig):
     # Token-length percentiles in the data card with this tokenizer: `tiny` (the embedded char-level one) or
     # a tokenizer folder / model id; without it the card reports character lengths only.
     tokenizer: str | None = None
+    # Source format: auto reads it off each row's columns (rows no format claims take the generic column
+    # rules); data/formats.py names the released and public ones (nemotron-sft, nemotron-rl-math, openai,
+    # livecodebench, apps, ...); helpsteer | ultrafeedback (data/preferences.py) turn raw rows into pref
+    # pairs (ties dropped). drop_math_code drops math and competitive-programming prompts
+    # (data/prompt_filters.py; for RLHF prompts).
+    format: str = "auto"
+    drop_math_code: bool = False

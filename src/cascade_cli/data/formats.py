@@ -409,9 +409,11 @@ DETECTION_ORDER = (
 )
 
 
-def check_format(name: str | None) -> None:
-    if name not in (None, AUTO) and name not in FORMATS:
-        raise ValueError(f"format: expected auto or one of {', '.join(sorted(FORMATS))}; found {name!r}")
+def check_format(name: str | None, also: tuple[str, ...] = ()) -> None:
+    """ValueError unless `name` is auto, a format here or one of `also` (formats handled elsewhere)."""
+    if name not in (None, AUTO) and name not in FORMATS and name not in also:
+        names = ", ".join(sorted((*FORMATS, *also)))
+        raise ValueError(f"format: expected auto or one of {names}; found {name!r}")
 
 
 def detect_format(row: dict[str, Any]) -> Format | None:

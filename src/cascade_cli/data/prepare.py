@@ -28,6 +28,8 @@ from cascade_cli.data.decontaminate import FilterResult, NgramIndex, build_index
 from cascade_cli.data.formats import FormatError, check_format, convert_row
 from cascade_cli.data.io import CARD_FILE, DATA_FILE, DOMAINS, HELDOUT_FILE, pref_pair
 from cascade_cli.data.normalize import normalize_row
+from cascade_cli.data.preferences import normalize_preferences
+from cascade_cli.data.prompt_filters import drop_math_and_code
 from cascade_cli.data.sources import (
     Source,
     apply_field_map,
@@ -40,6 +42,7 @@ from cascade_cli.errors import CascadeRunError, CascadeUsageError
 from cascade_cli.jsonl import write_jsonl
 
 REMOVED_FILE = "removed.jsonl"
+PREFERENCE_FORMATS: tuple[str, ...] = ("helpsteer", "ultrafeedback")  # data/preferences.py
 PROGRESS_MIN_ROWS = 5000  # smaller inputs finish before a bar is worth drawing
 
 
@@ -66,10 +69,11 @@ def check_config(config: PrepareDataConfig) -> None:
             raise CascadeUsageError(
                 f"prepare-data: {key}: expected a count >= 0; found {getattr(config, key)}"
             )
-    try:
-        check_format(config.format)
-    except ValueError as error:
-        raise CascadeUsageError(f"prepare-data: {error}") from None
+    if config.format not in PREFERENCE_FORMATS:
+        try:
+            check_format(config.format, also=PREFERENCE_FORMATS)
+        except ValueError as error:
+            raise CascadeUsageError(f"prepare-data: {error}") from None
     if config.limit is not None and config.limit < 1:
         raise CascadeUsageError(f"prepare-data: limit: expected a count >= 1; found {config.limit}")
     if config.ngram_n < 1:
@@ -164,6 +168,15 @@ def _raw_rows(config: PrepareDataConfig, source: Source):
     return generate(), total
 
 
+def preference_row(row: dict[str, Any], fmt: str, where: str) -> dict[str, Any] | None:
+    """A HelpSteer/UltraFeedback row as a pref pair; None for a tie (no preference)."""
+    pairs, _ = normalize_preferences([row], fmt, where=where)
+    if not pairs:
+        return None
+    pair = {key: value for key, value in pairs[0].items() if key not in ("id", "source")}
+    return {**pair, "id": row["id"]} if "id" in row else pair
+
+
 def _read_rows(config: PrepareDataConfig, source: Source) -> list[dict[str, Any]]:
     rows_iter, total = _raw_rows(config, source)
     mapping = dict(config.map)
@@ -182,10 +195,16 @@ def _read_rows(config: PrepareDataConfig, source: Source) -> list[dict[str, Any]
         task = progress.add_task(Path(source.spec).name, total=total)
         for where, number, raw in rows_iter:
             mapped = apply_field_map(raw, mapping, f"{where}: row {number}")
-            try:
-                mapped, format_domain = convert_row(mapped, config.format)
-            except FormatError as error:
-                raise CascadeUsageError(f"{where}: row {number}: {error}") from None
+            format_domain = None
+            if config.format in PREFERENCE_FORMATS:  # a preference source: raw rows -> pairs first
+                mapped = preference_row(mapped, config.format, f"{where}: row {number}")
+                if mapped is None:
+                    continue
+            else:
+                try:
+                    mapped, format_domain = convert_row(mapped, config.format)
+                except FormatError as error:
+                    raise CascadeUsageError(f"{where}: row {number}: {error}") from None
             rows.append(
                 normalize_row(
                     mapped,
@@ -379,7 +398,8 @@ def _print_summary(card: dict[str, Any], out: Path, dry_run: bool) -> None:
     for report in card["filters"][1:]:
         by = ", ".join(f"{name} {count}" for name, count in report["removed_by"].items())
         console.print(
-            f"{report['name']} ({report['ngram_n']}-grams): {report['in']} -> {report['out']} rows; removed by {by}",
+            f"{report['name']}" + (f" ({report['ngram_n']}-grams)" if "ngram_n" in report else "")
+            + f": {report['in']} -> {report['out']} rows; removed by {by}",
             soft_wrap=True,
         )
     counts = card["counts"]
@@ -426,6 +446,11 @@ def run_prepare_data(config: PrepareDataConfig) -> dict[str, Any]:
     ]
     train, removed, reports = apply_overlap_filters(config, train)
     filters += reports
+    if config.drop_math_code:
+        before = len(train)
+        train, report = drop_math_and_code(train)
+        filters.append({"name": "drop_math_code", "in": before, "out": len(train), "removed_by": report["dropped"],
+                        "examples": report["dropped_examples"]})
     card: dict[str, Any] = {
         "source": config.source,
         "source_kind": source.kind,

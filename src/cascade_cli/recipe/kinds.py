@@ -61,6 +61,23 @@ STAGE_KINDS: dict[str, StageKind] = {
         ("sft",),
         ("init", "data", "out"),
     ),
+    "reward_model": StageKind(
+        "reward_model",
+        "cascade_cli.config.rm:RewardModelConfig",
+        "cascade_cli.engines.local.reward_model:run_reward_model",
+        ("rlhf", "rm"),
+        ("init", "data", "out"),
+        # Not a policy: the next stage's init skips it and the recipe does not generate with it. Its own
+        # `init` is not defaulted either; recipes name it (`init: ${stages.sft.out}`).
+        produces_model=False,
+    ),
+    "rlhf": StageKind(
+        "rlhf",
+        "cascade_cli.config.rlhf:RLHFConfig",
+        "cascade_cli.engines.local.rlhf:run_rlhf",
+        ("rlhf",),
+        ("init", "reward_model", "data", "out"),
+    ),
     "rlvr": StageKind(
         "rlvr",
         "cascade_cli.config.grpo:RLVRConfig",
