@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cascade_cli.data.formats import FORMATS, FormatError, convert_row, detect_format
+from cascade_cli.data.formats import FORMATS, FormatError, convert_row, detect_format, tool_call_text
 from cascade_cli.data.io import load_canonical
 from cascade_cli.data.prepare import build_prepare_config, run_prepare_data
 from cascade_cli.errors import CascadeUsageError
@@ -155,6 +155,7 @@ def test_unknown_format_and_malformed_columns_are_usage_errors(tmp_path, cli):
     source = FIXTURES / "alpaca.jsonl"
     result = cli(["prepare-data", "--source", source, "--out", tmp_path / "o", "--format", "csvish"])
     assert result.exit_code == 2 and "format: expected auto or one of" in result.output
+    assert "helpsteer" in result.output and "livecodebench" in result.output
     result = cli(["prepare-data", "--source", "tiny:math", "--out", tmp_path / "o", "--format", "apps"])
     assert result.exit_code == 2 and "--format apps: applies to files and hub datasets" in result.output
     bad = tmp_path / "bad.jsonl"
@@ -168,6 +169,37 @@ def test_canonical_rows_and_unclaimed_shapes_keep_the_generic_path():
     assert convert_row(canonical, "auto") == (canonical, None)
     odd = {"text": "hello"}
     assert detect_format(odd) is None
+
+
+def test_tool_calls_in_sharegpt_and_in_canonical_rows_are_written_into_the_chat_format():
+    call = {"name": "add", "arguments": {"a": 1, "b": 2}}
+    sharegpt = {
+        "conversations": [
+            {"from": "human", "value": "1+2?"},
+            {"from": "function_call", "value": json.dumps(call)},
+            {"from": "observation", "value": "3"},
+            {"from": "gpt", "value": "3"},
+        ]
+    }
+    row, domain = convert_row(sharegpt, "auto")
+    assert domain == "sft" and [m["role"] for m in row["messages"]] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+    assert row["messages"][1]["content"] == tool_call_text("add", {"a": 1, "b": 2})
+    canonical = {
+        "id": "c",
+        "domain": "sft",
+        "mode": "no_think",
+        "messages": [
+            {"role": "user", "content": "1+2?"},
+            {"role": "assistant", "content": None, "tool_calls": [{"function": {**call, "arguments": "{}"}}]},
+        ],
+    }
+    row, domain = convert_row(canonical, "auto")
+    assert domain is None and row["messages"][1]["content"] == tool_call_text("add", {})
 
 
 def test_livecodebench_private_tests_refuse_pickled_objects():

@@ -271,7 +271,15 @@ def _sharegpt(row: dict[str, Any]) -> dict[str, Any]:
             raise FormatError(
                 f"conversations[{index}].from: expected human|gpt|system|tool; found {speaker!r}"
             )
-        messages.append({"role": _SHAREGPT_ROLES[speaker], "content": turn.get("value", turn.get("content"))})
+        content = turn.get("value", turn.get("content"))
+        if speaker == "function_call":  # a call written as {"name", "arguments"} JSON: into the chat format
+            call = _json(content, f"conversations[{index}].value")
+            if isinstance(call, dict) and isinstance(call.get("name"), str):
+                arguments = call.get("arguments", {})
+                if isinstance(arguments, str):
+                    arguments = _json(arguments, f"conversations[{index}].value.arguments")
+                content = tool_call_text(call["name"], arguments)
+        messages.append({"role": _SHAREGPT_ROLES[speaker], "content": content})
     return _carry(row, {"messages": messages, **_tools(row)}, "id", "source")
 
 
@@ -434,6 +442,11 @@ def convert_row(row: dict[str, Any], name: str | None) -> tuple[dict[str, Any], 
     """
     fmt = detect_format(row) if name in (None, AUTO) else FORMATS[name]
     if fmt is None:
+        messages = row.get("messages")
+        if isinstance(messages, list) and any(
+            isinstance(m, dict) and (m.get("tool_calls") or m.get("reasoning_content")) for m in messages
+        ):  # a canonical-looking row whose turns still need writing into the chat format
+            return {**row, "messages": chat_messages(messages)}, None
         return row, None
     missing = fmt.missing(row)
     if missing:
