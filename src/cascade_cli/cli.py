@@ -200,12 +200,13 @@ def prepare_data_filter_command(
     Example: [bold]cascade prepare-data filter --model runs/sft --data data/math --k 16 --max-pass 0.75 --out data/math_hard[/]
     """
     from cascade_cli.data.pass_rate import build_filter_config, run_pass_rate_filter
+    from cascade_cli.engines.local.sampling import generator_sampler
 
     values = {
         "init": model, "data": data, "out": out, "k": k, "max_pass": max_pass, "min_pass": min_pass,
         "reuse": reuse or None,
     }
-    run_pass_rate_filter(build_filter_config(values, overrides or []))
+    run_pass_rate_filter(build_filter_config(values, overrides or []), make_sampler=generator_sampler)
 
 
 # ----------------------------------------------------------------------------------------------------------

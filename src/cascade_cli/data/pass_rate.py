@@ -183,28 +183,6 @@ def _check_rows(rows: list[dict[str, Any]], where: Path) -> None:
             )
 
 
-def _generator_sampler(config: PassRateFilterConfig) -> tuple[Sampler, Callable[[], None]]:
-    # Function-level import, as in evaluation/run.py: data stays importable without torch.
-    from cascade_cli.engines.local.generation import Generator
-    from cascade_cli.tiny import is_tiny_spec, resolve_model
-
-    init = str(config.init)
-    model = str(resolve_model(init)) if is_tiny_spec(init) else init
-    generator = Generator(model, backend=config.backend, seed=config.seed)
-
-    def sample(prompts: list[str], n: int) -> list[list[tuple[str, str]]]:
-        groups = generator.generate(
-            prompts,
-            n=n,
-            max_new_tokens=config.max_new_tokens,
-            temperature=config.temperature,
-            top_p=config.top_p,
-        )
-        return [[(c.text, c.finish_reason) for c in group] for group in groups]
-
-    return sample, generator.close
-
-
 def histogram(rates: list[float], k: int) -> dict[str, int]:
     """Rows per number of passing samples: {"0/16": 12, "1/16": 3, ...}."""
     counts = Counter(round(rate * k) for rate in rates)
@@ -232,10 +210,19 @@ def _print_summary(summary: dict[str, Any], out: Path) -> None:
     )
 
 
-def run_pass_rate_filter(config: PassRateFilterConfig, sampler: Sampler | None = None) -> dict[str, Any]:
+SamplerFactory = Callable[[PassRateFilterConfig], tuple[Sampler, Callable[[], None]]]
+
+
+def run_pass_rate_filter(
+    config: PassRateFilterConfig,
+    sampler: Sampler | None = None,
+    make_sampler: SamplerFactory | None = None,
+) -> dict[str, Any]:
     """Sample, score, band and write `config.out`; returns the metrics stored in the manifest.
 
-    `sampler` replaces the checkpoint's generator (for callers that already hold a model).
+    `sampler` answers prompts directly (a caller that already holds a model); otherwise `make_sampler` builds
+    one from the config (the CLI passes `engines.local.sampling.generator_sampler`: data never imports
+    engines).
     """
     check_config(config)
     started = time.time()
@@ -258,7 +245,9 @@ def run_pass_rate_filter(config: PassRateFilterConfig, sampler: Sampler | None =
     if todo:
         close: Callable[[], None] = lambda: None  # noqa: E731
         if sampler is None:
-            sampler, close = _generator_sampler(config)
+            if make_sampler is None:
+                raise ValueError("run_pass_rate_filter needs `sampler` or `make_sampler` to sample answers")
+            sampler, close = make_sampler(config)
         progress = Progress(
             TextColumn("[bold]sampling[/] k={task.fields[k]}"),
             BarColumn(),
