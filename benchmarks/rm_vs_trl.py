@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import os
 import tempfile
 import time
@@ -94,7 +95,7 @@ def main() -> None:
             ours_tps, ours_acc = run_ours()
         rounds.append({"ours_tokens_per_s": ours_tps, "trl_tokens_per_s": trl_tps, "ratio": ours_tps / trl_tps,
                        "ours_heldout_accuracy": ours_acc, "trl_heldout_accuracy": trl_acc})
-    ratios = sorted(r["ratio"] for r in rounds)
+    ratios = [r["ratio"] for r in rounds]
     tokenizer = rm.load_reward_model(args.init, device="cpu")[1]
     texts = [rm.rm_text(p.prompt, side, p.mode) for p in train for side in (p.chosen, p.rejected)]
     tokens = sum(len(ids) for ids in rm.encode(tokenizer, texts, config.max_seq_len))
@@ -106,7 +107,7 @@ def main() -> None:
         "threads": threads,
         "train_tokens": tokens,
         "rounds": rounds,
-        "speed_ratio_ours_over_trl": ratios[len(ratios) // 2],
+        "speed_ratio_ours_over_trl": statistics.median(ratios),
         "ours_heldout_accuracy": ours_acc,
         "trl_heldout_accuracy": trl_acc,
     }
