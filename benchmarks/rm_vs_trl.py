@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import os
+import statistics
 import tempfile
 import time
 from pathlib import Path
