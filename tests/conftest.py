@@ -15,7 +15,11 @@ def shared_data_dir() -> Path:
     """`../shared/data` beside the checkout (CI clones with a copy of shared/ beside it), or $CASCADE_SHARED_DATA."""
     env = os.environ.get("CASCADE_SHARED_DATA")
     candidates = [Path(env)] if env else []
-    candidates += [REPO_ROOT.parent / "shared" / "data", REPO_ROOT / "shared" / "data", Path("/work/shared/data")]
+    candidates += [
+        REPO_ROOT.parent / "shared" / "data",
+        REPO_ROOT / "shared" / "data",
+        Path("/work/shared/data"),
+    ]
     for candidate in candidates:
         if candidate.is_dir():
             return candidate

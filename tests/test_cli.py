@@ -48,5 +48,7 @@ def test_root_help_lists_commands(cli):
 
 
 def test_console_script_runs_as_a_module():
-    result = subprocess.run([sys.executable, "-m", "cascade_cli", "--version"], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "cascade_cli", "--version"], capture_output=True, text=True
+    )
     assert result.returncode == 0 and __version__ in result.stdout

@@ -61,6 +61,21 @@ def test_threshold_and_stage_order(tmp_path: Path) -> None:
     assert "None." in (tmp_path / "report.md").read_text()
 
 
+def test_recipe_run_manifest_shape(tmp_path: Path) -> None:
+    # `recipe run` writes {"stage_order": [...], "stages": {name: record}}; stage_order wins
+    _write_run(tmp_path, SCORES)
+    records = {name: {"status": "completed"} for name in ["math_rl", "sft", "rlhf", "if_rl"]}
+    (tmp_path / "run.json").write_text(json.dumps({"stage_order": list(SCORES), "stages": records}))
+    assert write_report(tmp_path)["stages"] == list(SCORES)
+    (tmp_path / "run.json").write_text(json.dumps({"stages": records}))  # no order: the mapping's order
+    assert write_report(tmp_path)["stages"] == ["math_rl", "sft", "rlhf", "if_rl"]
+    (tmp_path / "run.json").write_text(json.dumps({"stages": "sft"}))
+    with pytest.raises(
+        CascadeUsageError, match=r"run.json: 'stages' must be a list of stage names; found str"
+    ):
+        write_report(tmp_path)
+
+
 def test_missing_results_and_bad_files(tmp_path: Path) -> None:
     with pytest.raises(CascadeUsageError, match="not found"):
         write_report(tmp_path / "nope")

@@ -38,11 +38,16 @@ def test_avg_at_k_weighs_each_problem_equally() -> None:
 
 
 def test_ifeval_metrics_prompt_and_instruction_levels() -> None:
+    def sample(strict: list[bool], loose: list[bool]) -> dict:  # the IF verifier's details shape
+        return {
+            "instructions": [
+                {"id": "x", "strict": s, "loose": lo} for s, lo in zip(strict, loose, strict=True)
+            ]
+        }
+
     details = [
-        # problem 1, two samples: 2 instructions each
-        [{"strict": [True, True], "loose": [True, True]}, {"strict": [True, False], "loose": [True, True]}],
-        # problem 2, two samples: 1 instruction
-        [{"strict": [False], "loose": [True]}, {"strict": [False], "loose": [False]}],
+        [sample([True, True], [True, True]), sample([True, False], [True, True])],  # problem 1, two samples
+        [sample([False], [True]), sample([False], [False])],  # problem 2, two samples
     ]
     metrics = ifeval_metrics(details)
     assert metrics["prompt_strict"] == pytest.approx(100 * (0.5 + 0.0) / 2)

@@ -1,58 +1,68 @@
-"""Test support for the RL tests: a random-init Qwen3 with a character tokenizer, saved as an HF directory.
+"""Shared by the RL tests (no tests here): the embedded tiny model and a dense toy verifier.
 
-(No tests here; `cascade_cli.tiny` replaces this once it lands.)
+The toy verifier gives every rollout a graded reward (the share of the answer's characters equal to the
+label's letter), so a random-init model gets a learning signal in a few steps; the real verifiers and the
+SFT'd tiny model are used by the learning tests.
 """
 
 from __future__ import annotations
 
+import random
+import string
 from pathlib import Path
+from typing import Any
 
-import torch
+from cascade_cli.chat import answer_text
+from cascade_cli.tiny import build_tiny
+from cascade_cli.verifiers.base import RecordError, Score, Verifier, parse_label, require_response
 
-from cascade_cli.chat import CHAT_TEMPLATE, EXTRA_TOKENS, SPECIAL_TOKENS
-
-CHARS = [chr(c) for c in range(32, 127)] + ["\n"]
-
-
-def char_tokenizer():
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    vocab = {token: i for i, token in enumerate([*SPECIAL_TOKENS, *EXTRA_TOKENS, *CHARS])}
-    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="?"))
-    core.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
-    core.decoder = decoders.Fuse()
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=core,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        additional_special_tokens=[*SPECIAL_TOKENS[:1], *EXTRA_TOKENS],
-    )
-    tokenizer.chat_template = CHAT_TEMPLATE
-    return tokenizer
+TOY_DOMAIN = "math"  # the toy verifier stands in for a registered domain inside one test process
 
 
-def build_model_dir(path: Path, hidden: int = 64, layers: int = 2, seed: int = 0) -> Path:
-    from transformers import Qwen3Config, Qwen3ForCausalLM
+def build_model_dir(path: Path, seed: int = 0) -> Path:
+    return build_tiny(f"tiny:{seed}", path)
 
-    tokenizer = char_tokenizer()
-    torch.manual_seed(seed)
-    config = Qwen3Config(
-        vocab_size=len(tokenizer),
-        hidden_size=hidden,
-        intermediate_size=hidden * 2,
-        num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=32,  # vLLM CPU attention supports head_dim 32 and up
-        max_position_embeddings=1024,
-        tie_word_embeddings=True,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=None,
-        initializer_range=0.1,
-    )
-    model = Qwen3ForCausalLM(config)
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+
+class LetterVerifier(Verifier):
+    """reward = share of the answer's characters found in label["answer"] (a character set); passed when at
+    least half are.
+
+    The label "boom" raises inside the verifier (to test that one error scores 0 and never kills a run).
+    """
+
+    domain = "toy"
+
+    def check_label(self, label: Any) -> str | None:
+        if not isinstance(label, dict) or not isinstance(label.get("answer"), str) or not label["answer"]:
+            return f"expected an object with a non-empty string 'answer'; found {label!r}"
+        return None
+
+    def verify_one(self, record: dict[str, Any]) -> Score:
+        label = parse_label(record)
+        problem = self.check_label(label)
+        if problem:
+            raise RecordError(problem)
+        if label["answer"] == "boom":
+            raise RuntimeError("boom")
+        text = answer_text(require_response(record))
+        share = sum(ch in label["answer"] for ch in text) / max(len(text), 1)
+        return Score(reward=share, passed=share >= 0.5)
+
+
+CHARSETS = {"lowercase": string.ascii_lowercase, "digits": string.digits, "capitals": string.ascii_uppercase}
+
+
+def toy_rows(n: int, seed: int = 0, kinds: tuple[str, ...] = ("lowercase", "digits")) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        kind = rng.choice(kinds)
+        rows.append(
+            {
+                "id": f"toy-{seed}-{i}",
+                "domain": "math",
+                "prompt": f"Write {kind}.",
+                "label": {"answer": CHARSETS[kind]},
+            }
+        )
+    return rows

@@ -15,8 +15,17 @@ def make_chain(tmp_path: Path) -> Path:
     previous = "Qwen/Qwen3-8B-Base"
     for stage, kind, config in [
         ("sft", "sft", {"data": "nvidia/Nemotron-Cascade-SFT-Stage-1", "lr": 5e-5, "max_seq_len": 16384}),
-        ("math_rl", "rlvr", {"data": "runs/x/data_math", "domain": "math", "lr": 2e-6, "group_size": 8,
-                             "phases": [{"max_response_len": 24576}, {"max_response_len": 32768}]}),
+        (
+            "math_rl",
+            "rlvr",
+            {
+                "data": "runs/x/data_math",
+                "domain": "math",
+                "lr": 2e-6,
+                "group_size": 8,
+                "phases": [{"max_response_len": 24576}, {"max_response_len": 32768}],
+            },
+        ),
     ]:
         out = run / stage
         (out / "trainer_state").mkdir(parents=True)
@@ -28,7 +37,9 @@ def make_chain(tmp_path: Path) -> Path:
         previous = str(out)
     (run / "run.json").write_text(json.dumps({"resolved": {"license": "mit", "model": "Qwen/Qwen3-8B-Base"}}))
     (run / "eval" / "math_rl").mkdir(parents=True)
-    (run / "eval" / "math_rl" / "results.json").write_text(json.dumps({"benchmarks": {"aime24": {"avg@64": 71.5}}}))
+    (run / "eval" / "math_rl" / "results.json").write_text(
+        json.dumps({"benchmarks": {"aime24": {"avg@64": 71.5}}})
+    )
     return run / "math_rl"
 
 

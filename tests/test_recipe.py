@@ -57,7 +57,9 @@ def test_defaults_chaining_and_interpolation(tmp_path):
 
 def test_dotlist_overrides_win(tmp_path):
     path = write(tmp_path, RECIPE.format(run_dir=tmp_path / "run"))
-    recipe = load_recipe(str(path), ["stages.sft1.lr=3e-4", f"run_dir={tmp_path}/other", "stages.sft2.init=x"])
+    recipe = load_recipe(
+        str(path), ["stages.sft1.lr=3e-4", f"run_dir={tmp_path}/other", "stages.sft2.init=x"]
+    )
     assert recipe.stage("sft1").config.lr == pytest.approx(3e-4)
     assert recipe.stage("sft1").out == f"{tmp_path}/other/sft1"
     assert recipe.stage("sft2").config.init == "x"
@@ -105,7 +107,9 @@ def test_cli_errors_are_one_line_exit_2(tmp_path, cli):
 
 def test_plan_round_trips_to_the_same_configs(tmp_path):
     """Each printed command, parsed the way the commands parse their argv, rebuilds the stage config."""
-    recipe = load_recipe(str(write(tmp_path, RECIPE.format(run_dir=tmp_path / "run"))), ["stages.sft1.lr=3e-4"])
+    recipe = load_recipe(
+        str(write(tmp_path, RECIPE.format(run_dir=tmp_path / "run"))), ["stages.sft1.lr=3e-4"]
+    )
     lines = [line for line in plan_lines(recipe) if line.startswith("cascade ")]
     assert len(lines) == len(recipe.stages)
     for stage, line in zip(recipe.stages, lines, strict=True):

@@ -22,6 +22,7 @@ from cascade_cli.verifiers.swe import preimage_from_patch
 sys.path.insert(0, str(Path(__file__).parent))
 import echo_verifier  # noqa: E402
 from openrlhf_peers import check_rollout_batching, process_response_into_experience, run_executor  # noqa: E402
+from real_reward_cases import CASES, code_options, service_label  # noqa: E402
 
 GOLDEN = "--- a/m.py\n+++ b/m.py\n@@ -1,3 +1,3 @@\n def f(x):\n-    return x - 1\n+    return x + 1\n \n"
 SWE_LABEL = json.dumps(
@@ -127,3 +128,19 @@ def test_threads_timeouts_and_bad_labels_never_raise():
     assert reply["rewards"].tolist() == [0.0, 0.0, 1.0]
     assert reply["extra_logs"]["verify_error"].tolist() == [1.0, 1.0, 0.0]
     assert reply["rewards"].shape == (3,) and set(reply) == {"rewards", "scores", "extra_logs"}
+
+
+def test_real_verifiers_through_openrlhf_and_the_reward_func(tmp_path):
+    from openrlhf.utils.agent import SingleTurnAgentExecutor
+
+    shim = reward_func.export(tmp_path / "reward.py", options=code_options(), workers=2, timeout_s=60)
+    executor = SingleTurnAgentExecutor(str(shim))
+    cases = [
+        (render_prompt(f"task {index}"), service_label(domain, label), response + "<|im_end|>")
+        for index, (domain, label, response, _) in enumerate(CASES)
+    ]
+    outputs = run_executor(executor, cases)
+    expected = [reward for *_, reward in CASES]
+    assert [float(output["reward"]) for output in outputs] == expected
+    experiences = [process_response_into_experience()(output, max_len=8192) for output in outputs]
+    check_rollout_batching(experiences, expected)

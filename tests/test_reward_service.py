@@ -29,6 +29,7 @@ from cascade_cli.verifiers.swe import preimage_from_patch
 sys.path.insert(0, str(Path(__file__).parent))
 import echo_verifier  # noqa: E402
 from openrlhf_peers import check_rollout_batching, process_response_into_experience, run_executor  # noqa: E402
+from real_reward_cases import CASES, code_options, service_label  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = "--- a/m.py\n+++ b/m.py\n@@ -1,3 +1,3 @@\n def f(x):\n-    return x - 1\n+    return x + 1\n \n"
@@ -38,9 +39,17 @@ SWE_LABEL = {"domain": "swe", "golden_patch": GOLDEN, "original_files": preimage
 class LiveService:
     """A RewardService on 127.0.0.1:<free port>, its event loop in a thread (the test keeps its own loop)."""
 
-    def __init__(self, workers: int = 2, timeout_s: float = 30.0, domain: str | None = None) -> None:
+    def __init__(
+        self,
+        workers: int = 2,
+        timeout_s: float = 30.0,
+        domain: str | None = None,
+        options: dict | None = None,
+    ) -> None:
         verifiers.register("echo", echo_verifier.TARGET)
-        self.service = RewardService(workers, timeout_s, domain, registrations={"echo": echo_verifier.TARGET})
+        self.service = RewardService(
+            workers, timeout_s, domain, options, registrations={"echo": echo_verifier.TARGET}
+        )
         self.loop = asyncio.new_event_loop()
         started = threading.Event()
 
@@ -80,7 +89,7 @@ class LiveService:
 
 @pytest.fixture(scope="module")
 def live():
-    service = LiveService(workers=2, timeout_s=3.0)
+    service = LiveService(workers=2, timeout_s=60.0, options=code_options())
     yield service
     service.close()
     verifiers._REGISTRY.pop("echo", None)
@@ -154,50 +163,57 @@ def test_protocol_errors_are_400_and_the_service_stays_up(live):
     assert health["status"] == "ok" and health["bad_requests"] >= len(cases) and "echo" in health["domains"]
 
 
-def test_timeouts_and_dead_workers_become_reward_zero(live):
-    start = time.perf_counter()
-    status, reply = live.post({"query": ["a"], "prompts": [""], "labels": [echo_label("a", sleep_s=60)]})
-    assert status == 200 and reply["rewards"] == 0.0 and reply["extra_logs"]["verify_timeout"] == 1.0
-    assert time.perf_counter() - start < 20
-    status, reply = live.post({"query": ["a"], "prompts": [""], "labels": [echo_label("a", exit=True)]})
-    assert status == 200 and reply["rewards"] == 0.0 and reply["extra_logs"]["verify_error"] == 1.0
-    # The pool replaced both workers.
-    assert live.post({"query": ["a", "b"], "prompts": ["", ""], "labels": [echo_label("a")] * 2})[1][
-        "rewards"
-    ] == [1.0, 0.0]
+def test_timeouts_and_dead_workers_become_reward_zero():
+    short = LiveService(workers=1, timeout_s=2.0)
+    try:
+        start = time.perf_counter()
+        status, reply = short.post({"query": ["a"], "prompts": [""], "labels": [echo_label("a", sleep_s=60)]})
+        assert status == 200 and reply["rewards"] == 0.0 and reply["extra_logs"]["verify_timeout"] == 1.0
+        assert time.perf_counter() - start < 20
+        status, reply = short.post({"query": ["a"], "prompts": [""], "labels": [echo_label("a", exit=True)]})
+        assert status == 200 and reply["rewards"] == 0.0 and reply["extra_logs"]["verify_error"] == 1.0
+        # The pool replaced both workers.
+        reply = short.post({"query": ["a", "b"], "prompts": ["", ""], "labels": [echo_label("a")] * 2})[1]
+        assert reply["rewards"] == [1.0, 0.0]
+    finally:
+        short.close()
 
 
 def test_openrlhf_executor_and_experiences_against_two_services(live):
-    """OpenRLHF's SingleTurnAgentExecutor with a list of two reward URLs (it rotates between them), then its
-    own `_process_response_into_experience` and `split_rollout_samples` on the outputs."""
+    """OpenRLHF's SingleTurnAgentExecutor with a list of two reward URLs (it rotates between them) over
+    known-correct and known-wrong math, IF, code and SWE responses (real verifiers) and the echo domain; then
+    its own `_process_response_into_experience` and `split_rollout_samples` on the outputs."""
     from openrlhf.utils.agent import SingleTurnAgentExecutor
 
-    second = LiveService(workers=1, timeout_s=30.0)
+    second = LiveService(workers=1, timeout_s=60.0, options=code_options())
     try:
-        swe_prompt = chat_prompt("Fix f so that it adds one.")
         cases = [
             (chat_prompt("say yes"), echo_label("yes"), "<think>easy</think>yes<|im_end|>"),
             (chat_prompt("say yes!"), echo_label("yes"), "no<|im_end|>"),
-            (swe_prompt, json.dumps(SWE_LABEL), f"<think>sign</think>```diff\n{GOLDEN}```<|im_end|>"),
-            (swe_prompt + "<think>", json.dumps(SWE_LABEL), "I cannot.<|im_end|>"),
+        ] + [
+            (chat_prompt(f"task {index}"), service_label(domain, label), response + "<|im_end|>")
+            for index, (domain, label, response, _) in enumerate(CASES)
         ]
+        expected = [1.0, 0.0] + [reward for *_, reward in CASES]
         before = (live.service.requests, second.service.requests)
         executor = SingleTurnAgentExecutor([live.url, second.url])
         outputs = run_executor(executor, cases)
-        assert [output["reward"] for output in outputs] == [1.0, 0.0, 1.0, -1.0]
-        assert [output["scores"] for output in outputs] == [1.0, 0.0, 1.0, -1.0]
+        assert [output["reward"] for output in outputs] == expected
+        assert [output["scores"] for output in outputs] == expected
+        assert all(output["extra_logs"]["verify_error"] == 0.0 for output in outputs)
         assert outputs[0]["extra_logs"]["passed"] == 1.0
-        assert live.service.requests - before[0] == 2 and second.service.requests - before[1] == 2
+        half = len(cases) // 2
+        assert live.service.requests - before[0] == half and second.service.requests - before[1] == half
 
         process = process_response_into_experience()
-        experiences = [process(output, max_len=4096) for output in outputs]
+        experiences = [process(output, max_len=8192) for output in outputs]
         for output, experience in zip(outputs, experiences, strict=True):
             length = len(output["observation_tokens"])
             assert experience.sequences.shape == (1, length)
             assert experience.action_mask.shape == (1, length - 1)
             assert experience.rewards.shape == (1,) and experience.scores.shape == (1,)
             assert experience.info["reward"].shape == (1,) and experience.info["passed"].shape == (1,)
-        check_rollout_batching(experiences, [1.0, 0.0, 1.0, -1.0])
+        check_rollout_batching(experiences, expected)
     finally:
         second.close()
 
@@ -297,3 +313,18 @@ def test_cli_serve_subprocess_speaks_the_protocol():
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert re.search(r"POST /get_reward 200 n=1 domain=swe mean_reward=1\.0000 errors=0 [\d.]+ ms", err), err
+
+
+def test_serve_on_a_taken_port_is_a_one_line_error():
+    import socket
+
+    from typer.testing import CliRunner
+
+    from cascade_cli.cli import app
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(app, ["verify", "--serve", "--port", str(port)])
+    assert result.exit_code == 1 and f"cannot listen on 127.0.0.1:{port}" in result.output

@@ -18,6 +18,7 @@ from cascade_cli.verifiers.swe import preimage_from_patch
 
 sys.path.insert(0, str(Path(__file__).parent))
 import echo_verifier  # noqa: E402
+from real_reward_cases import CASES, code_options, rollout_rows  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -204,3 +205,42 @@ def test_swe_rollouts_through_the_cli_subprocess(tmp_path):
 def test_help_has_an_example():
     result = CliRunner().invoke(app, ["verify", "--help"])
     assert result.exit_code == 0 and "Example:" in result.output and "--serve" in result.output
+
+
+def test_real_verifiers_score_known_right_and_wrong_responses(tmp_path):
+    """Math, IF, code (sandboxed where possible) and SWE rows in one file, each through its real verifier."""
+    source = write_rows(tmp_path / "mixed.jsonl", rollout_rows())
+    flags = ["--option", "code.workers=2"]
+    if code_options()["code"].get("unsafe_no_sandbox"):
+        flags.append("--unsafe-no-sandbox")
+    result = invoke("-i", str(source), "-o", str(tmp_path / "out.jsonl"), "--json", "--strict", *flags)
+    assert result.exit_code == 0, result.output
+    out = [json.loads(line) for line in (tmp_path / "out.jsonl").open()]
+    assert [row["reward"] for row in out] == [expected for *_, expected in CASES]
+    assert all("error" not in row and row["latency_ms"] > 0 for row in out)
+    summary = json.loads(result.stdout)
+    assert summary["count"] == len(CASES) and summary["errors"] == 0
+    assert summary["passed"] == sum(expected == 1.0 for *_, expected in CASES)
+
+
+def test_real_verifiers_report_bad_labels_per_row(tmp_path):
+    rows = [
+        {
+            "id": "a",
+            "response": "x",
+            "domain": "if",
+            "label": {"instruction_id_list": ["nosuch:thing"], "kwargs": [{}]},
+        },
+        {"id": "b", "response": "x", "domain": "math", "label": {"answer": None}},
+        {"id": "c", "response": "x", "domain": "swe", "label": {"golden_patch": "x"}},
+        {"id": "d", "response": "\\boxed{2}", "domain": "math", "label": json.dumps({"answer": "2"})},
+    ]
+    source = write_rows(tmp_path / "bad.jsonl", rows)
+    result = invoke("-i", str(source), "-o", str(tmp_path / "out.jsonl"), "--strict")
+    assert result.exit_code == 2 and "3 bad row(s)" in result.output
+    out = [json.loads(line) for line in (tmp_path / "out.jsonl").open()]
+    assert "row 1: label of the wrong shape for domain 'if'" in out[0]["error"]
+    assert "unknown instruction id 'nosuch:thing'" in out[0]["error"]
+    assert "row 2: label of the wrong shape for domain 'math'" in out[1]["error"]
+    assert "row 3: label of the wrong shape for domain 'swe'" in out[2]["error"]
+    assert out[3]["reward"] == 1.0 and "error" not in out[3]

@@ -116,6 +116,11 @@ def test_git_made_patches_get_the_eq2_rewards(repo):
     wrong = score(diff({"pkg/calc.py": CALC.replace("a * b", "b * a * 1")}), golden, originals)
     assert 0 < wrong.reward < partial.reward < 1, (wrong, partial)
     assert partial.details["files"] == ["pkg/calc.py"]
+    # SWE-RL's mean over files: calc.py matches exactly (1), util.py was left out (0).
+    assert partial.reward == 0.5 and partial.details["file_similarity"] == {
+        "pkg/calc.py": 1.0,
+        "pkg/util.py": 0.0,
+    }
 
     # Unchanged code scores 0: a hunk that removes a line and adds it back, and a hunk of context only.
     same = "--- a/pkg/calc.py\n+++ b/pkg/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a - b\n"
@@ -299,3 +304,27 @@ def test_unreachable_judge_is_a_row_error(repo):
         result.reward == 0
         and "judge at http://127.0.0.1:9/v1/chat/completions failed" in result.details["error"]
     )
+
+
+def test_the_compiled_sequence_matcher_gives_difflibs_ratios(shared_data):
+    """cydifflib (optional accelerator) must give exactly difflib's ratios on real SWE-bench diffs."""
+    import difflib
+    import re
+
+    cydifflib = pytest.importorskip("cydifflib")
+    from cascade_cli.verifiers.swe import _file_diffs
+
+    rows = [json.loads(line) for line in (shared_data / "swe" / "instances.jsonl").open()][:12]
+    for row in rows:
+        originals = preimage_from_patch(row["patch"])
+        mutated = re.sub(r"(?m)^\+(?!\+\+)(.*)$", r"+\1  # changed", row["patch"], count=1)
+        golden = _file_diffs(originals, apply_patch(row["patch"], originals))
+        other = _file_diffs(originals, apply_patch(mutated, originals))
+        ratios = []
+        for path, text in golden.items():
+            expected = difflib.SequenceMatcher(None, other.get(path, ""), text, autojunk=False).ratio()
+            assert (
+                cydifflib.SequenceMatcher(None, other.get(path, ""), text, autojunk=False).ratio() == expected
+            )
+            ratios.append(expected)
+        assert min(ratios) < 1, row["instance_id"]

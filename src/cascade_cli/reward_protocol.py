@@ -185,19 +185,30 @@ class VerifierPool:
         options: Options | None = None,
         registrations: dict[str, str] | None = None,
     ) -> None:
-        from pebble import ProcessPool
-
         self.timeout_s = timeout_s
         self.options = options or {}
-        self._pool = ProcessPool(
-            max_workers=max(1, workers),
+        self.workers = max(1, workers)
+        self.registrations = dict(registrations or {})
+        self._pool = self._new_pool()
+
+    def _new_pool(self):
+        from pebble import ProcessPool
+
+        # spawn, not fork: the host may be a threaded server or an OpenRLHF actor holding CUDA state.
+        return ProcessPool(
+            max_workers=self.workers,
             initializer=_init_worker,
-            initargs=(dict(registrations or {}),),
+            initargs=(self.registrations,),
             context=multiprocessing.get_context("spawn"),
         )
 
     def submit(self, records: list[dict[str, Any]]) -> Future:
-        return self._pool.schedule(_score_task, args=(records, self.options), timeout=self.timeout_s)
+        try:
+            return self._pool.schedule(_score_task, args=(records, self.options), timeout=self.timeout_s)
+        except RuntimeError:  # the pool broke (its manager died): start a new one once
+            self._pool.stop()
+            self._pool = self._new_pool()
+            return self._pool.schedule(_score_task, args=(records, self.options), timeout=self.timeout_s)
 
     def collect(self, future: Future, count: int) -> list[RowResult]:
         """The results of a finished future; a timeout or a dead worker becomes reward-0 rows."""

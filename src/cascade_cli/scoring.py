@@ -1,10 +1,12 @@
-"""Score rollout records through the verifier registry, one timing per record (what `cascade verify` and the
-reward service run).
+"""Score rollout records through the verifier registry, one timing per record (what `cascade verify`, the
+reward service and reward_func run).
 
-A record is scored exactly as `verifiers.verify_batch` scores it (the record's or the given domain, its
-verifier from `get_verifier(domain, **options[domain])`, `Verifier.score`), plus an up-front
-`check_label` so a label of the wrong shape is reported as such, and the wall time of each record.
-Nothing here raises for a bad record: it becomes a row error that names the row and what was expected.
+Records are scored as `verifiers.verify_batch` scores them: grouped by domain (the given one or the
+record's), each group through its verifier's own `verify_batch` (code runs its sandboxes in parallel there),
+the verifier from `get_verifier(domain, **options[domain])`. Added here: an up-front `check_label`, so a
+label of the wrong shape is reported as such; the wall time of each record; and verifiers kept per process
+(warm sandboxes and caches survive across chunks and requests). Nothing here raises for a bad record: it
+becomes a row error that says what was expected.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from typing import Any
 from cascade_cli import verifiers
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.jsonl import write_jsonl
-from cascade_cli.verifiers.base import RecordError, Verifier, parse_label
+from cascade_cli.verifiers.base import RecordError, Score, Verifier, error_score, parse_label
 
 Options = dict[str, dict[str, Any]]
+# Records handed to a verifier's verify_batch at once in one process (progress is reported per chunk).
+IN_PROCESS_CHUNK = 64
 
 
 @dataclass
@@ -66,22 +70,17 @@ def verifier_problem(domain: str, options: dict[str, Any]) -> str | None:
         return f"the verifier for domain {domain!r} is not available ({error})"
     except TypeError as error:
         return f"bad option for the {domain!r} verifier: {error}"
+    except Exception as error:  # e.g. the code verifier without a usable sandbox (CascadeRunError)
+        return f"the {domain!r} verifier cannot start: {error}"
     return None
-
-
-def score_record(record: Any, domain: str | None = None, options: Options | None = None) -> RowResult:
-    """One record -> RowResult. Never raises."""
-    start = time.perf_counter()
-    result = _score(record, domain, options or {})
-    result.latency_s = time.perf_counter() - start
-    return result
 
 
 def _error(message: str) -> RowResult:
     return RowResult(0.0, False, {"error": message}, error=message)
 
 
-def _score(record: Any, domain: str | None, options: Options) -> RowResult:
+def _precheck(record: Any, domain: str | None, options: Options) -> RowResult | str:
+    """The record's domain when it can be scored, else its row error."""
     if not isinstance(record, dict):
         return _error(f"expected a JSON object (a rollout record), found {type(record).__name__}")
     record_domain = domain or record.get("domain")
@@ -102,15 +101,72 @@ def _score(record: Any, domain: str | None, options: Options) -> RowResult:
         return _error(f"verifier error in check_label: {type(error).__name__}: {error}")
     if label_problem:
         return _error(f"label of the wrong shape for domain {record_domain!r}: {label_problem}")
-    score = verifier.score(record)
-    error = score.details.get("error") if isinstance(score.details, dict) else None
-    return RowResult(float(score.reward), bool(score.passed), dict(score.details), error=error)
+    return record_domain
+
+
+def _timed_verify_batch(verifier: Verifier, records: list[dict[str, Any]]) -> list[RowResult]:
+    """`verifier.verify_batch(records)` (a verifier may run its batch in parallel, as code does) with the wall
+    time of each record: `verify_batch` scores each record through `self.score`, which is timed here."""
+    latencies: dict[int, float] = {}
+    plain_score = verifier.score
+
+    def timed_score(record: dict[str, Any]) -> Score:
+        start = time.perf_counter()
+        try:
+            return plain_score(record)
+        finally:
+            latencies[id(record)] = time.perf_counter() - start
+
+    verifier.score = timed_score  # type: ignore[method-assign]
+    try:
+        scores = verifier.verify_batch(records)
+    except Exception as error:  # a verifier bug in its batch path: every row says so, the batch goes on
+        message = f"verifier error in verify_batch: {type(error).__name__}: {error}"
+        scores = [error_score(message) for _ in records]
+    finally:
+        del verifier.score
+    results = []
+    for record, score in zip(records, scores, strict=True):
+        error = score.details.get("error") if isinstance(score.details, dict) else None
+        results.append(
+            RowResult(
+                float(score.reward),
+                bool(score.passed),
+                dict(score.details),
+                latencies.get(id(record), 0.0),
+                error,
+            )
+        )
+    return results
 
 
 def score_records(
     records: list[Any], domain: str | None = None, options: Options | None = None
 ) -> list[RowResult]:
-    return [score_record(record, domain, options) for record in records]
+    """Score records in order, each domain's records through its verifier's `verify_batch`. Never raises."""
+    options = options or {}
+    results: list[RowResult | None] = [None] * len(records)
+    groups: dict[str, list[int]] = {}
+    for index, record in enumerate(records):
+        start = time.perf_counter()
+        checked = _precheck(record, domain, options)
+        if isinstance(checked, RowResult):
+            checked.latency_s = time.perf_counter() - start
+            results[index] = checked
+        else:
+            groups.setdefault(checked, []).append(index)
+    for record_domain, indices in groups.items():
+        verifier = load_verifier(record_domain, options.get(record_domain, {}))
+        for index, result in zip(
+            indices, _timed_verify_batch(verifier, [records[i] for i in indices]), strict=True
+        ):
+            results[index] = result
+    return results  # type: ignore[return-value]
+
+
+def score_record(record: Any, domain: str | None = None, options: Options | None = None) -> RowResult:
+    """One record -> RowResult. Never raises."""
+    return score_records([record], domain, options)[0]
 
 
 def _score_chunk(args: tuple[list[Any], str | None, Options]) -> list[dict[str, Any]]:
@@ -129,10 +185,11 @@ def score_many(
     options = options or {}
     if workers <= 1 or len(records) < 2:
         results = []
-        for record in records:
-            results.append(score_record(record, domain, options))
+        for start in range(0, len(records), IN_PROCESS_CHUNK):
+            chunk = score_records(records[start : start + IN_PROCESS_CHUNK], domain, options)
+            results.extend(chunk)
             if on_progress:
-                on_progress(1)
+                on_progress(len(chunk))
         return results
     chunk_size = max(1, min(64, -(-len(records) // (workers * 8))))
     starts = list(range(0, len(records), chunk_size))

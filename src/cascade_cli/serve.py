@@ -22,6 +22,7 @@ from typing import Any
 from aiohttp import web
 
 from cascade_cli import verifiers
+from cascade_cli.errors import CascadeRunError
 from cascade_cli.reward_protocol import ProtocolError, VerifierPool, build_records, make_reply
 from cascade_cli.scoring import Options
 
@@ -157,5 +158,7 @@ def run_server(
 
     try:
         asyncio.run(main())
+    except OSError as error:  # the port is taken, the address is not ours, ...
+        raise CascadeRunError(f"the reward service cannot listen on {host}:{port}: {error}") from None
     finally:
         service.close()

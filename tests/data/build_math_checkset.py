@@ -16,17 +16,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 from fractions import Fraction
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-# shared/ sits beside the checkout (CI, /work/main) or inside it; worktrees live one level deeper.
+# shared/ sits beside the checkout (CI, /work/main) or inside it; $CASCADE_SHARED_DATA overrides (tests/conftest.py).
 SOURCE_CANDIDATES = [
-    base / "shared" / "data" / "math500" / "test.jsonl" for base in (REPO, REPO.parent, REPO.parent.parent)
+    Path(base) / "math500" / "test.jsonl"
+    for base in (
+        os.environ.get("CASCADE_SHARED_DATA", ""),
+        REPO.parent / "shared" / "data",
+        REPO / "shared" / "data",
+        "/work/shared/data",
+    )
+    if base
 ]
-DEFAULT_SOURCE = next((path for path in SOURCE_CANDIDATES if path.exists()), SOURCE_CANDIDATES[1])
+DEFAULT_SOURCE = next((path for path in SOURCE_CANDIDATES if path.exists()), SOURCE_CANDIDATES[-1])
 DEFAULT_OUT = HERE / "math_checkset.jsonl"
 
 INTEGER = re.compile(r"^-?\d+$")
@@ -247,6 +255,23 @@ def sympy_rewrite(answer: str) -> tuple[str, str] | None:
     return None
 
 
+def replace_last_box(text: str, content: str) -> str | None:
+    """`text` with the argument of its last `\\boxed{...}` replaced by `content` (None without a box)."""
+    start = text.rfind("\\boxed{")
+    if start < 0:
+        return None
+    depth, index = 0, start + len("\\boxed")
+    while index < len(text):
+        if text[index] == "\\":
+            index += 2
+            continue
+        depth += {"{": 1, "}": -1}.get(text[index], 0)
+        if depth == 0:
+            return text[: start + len("\\boxed{")] + content + text[index:]
+        index += 1
+    return None
+
+
 def negatives(row: dict, index: int, others: list[str]) -> list[tuple[str, str]]:
     answer, problem = row["answer"], row["problem"]
     out: list[tuple[str, str]] = []
@@ -323,6 +348,9 @@ def negatives(row: dict, index: int, others: list[str]) -> list[tuple[str, str]]
                 boxed(answer.rstrip("\\}").rstrip() + ", 100" + ("\\}" if answer.endswith("\\}") else "")),
             )
         )
+    swapped = replace_last_box(row["solution"], other)
+    if swapped:
+        out.append(("reference_solution_other_answer", swapped))
     if index % 5 == 0:
         out.append(
             (

@@ -12,12 +12,34 @@ from cascade_cli.config.common import StageConfig
 @dataclass
 class PrepareDataConfig(StageConfig):
     kind: str = "prepare_data"
-    # tiny:DOMAIN (math|code|if|pref|general|sft), a local json/jsonl/parquet file, or a hub dataset id.
+    # tiny:DOMAIN (math|code|if|pref|general|sft), a local json/jsonl/parquet file or folder, or a hub dataset
+    # id (also a `datasets` builder such as `json` / `parquet` together with `data_files`).
     source: str = MISSING
-    domain: str | None = None
-    split: str = "train"
-    limit: int | None = None
+    domain: str | None = None  # force every row's domain (else read from the row or inferred from columns)
+    split: str = "train"  # hub split
+    subset: str | None = None  # hub configuration name
+    data_files: list[str] = field(default_factory=list)  # for hub builders (json, parquet, csv)
+    limit: int | None = None  # read at most this many source rows
     n: int = 1000  # rows for tiny:* sources
-    mode: str | None = None
-    map: dict[str, str] = field(default_factory=dict)
-    holdout: int = 0  # rows written to heldout.jsonl instead of data.jsonl
+    mode: str | None = None  # think | no_think for every row (else the row's own or the domain default)
+    map: dict[str, str] = field(default_factory=dict)  # canonical name -> source column
+    holdout: int = 0  # rows written to heldout.jsonl instead of data.jsonl (for evaluation)
+    # tiny:sft only: share of wrong math/code/if answers (headroom for RL) and the task mix.
+    wrong_fraction: float = 0.2
+    mix: dict[str, float] = field(default_factory=dict)
+    # Filters on the training rows (issue 11): drop rows whose prompt shares a word n-gram with (or equals,
+    # after normalisation) a benchmark prompt or a prompt of another data set (paper: 9-grams; SFT and RL
+    # prompts strictly disjoint). Benchmarks by name (math500, aime24, aime25, ifeval, humaneval, ...) or file.
+    decontaminate_against: list[str] = field(default_factory=list)
+    exclude_prompts_from: list[str] = field(default_factory=list)
+    ngram_n: int = 9
+    # Token-length percentiles in the data card with this tokenizer: `tiny` (the embedded char-level one) or
+    # a tokenizer folder / model id; without it the card reports character lengths only.
+    tokenizer: str | None = None
+    # Source format: auto reads it off each row's columns (rows no format claims take the generic column
+    # rules); data/formats.py names the released and public ones (nemotron-sft, nemotron-rl-math, openai,
+    # livecodebench, apps, ...); helpsteer | ultrafeedback (data/preferences.py) turn raw rows into pref
+    # pairs (ties dropped). drop_math_code drops math and competitive-programming prompts
+    # (data/prompt_filters.py; for RLHF prompts).
+    format: str = "auto"
+    drop_math_code: bool = False

@@ -14,6 +14,7 @@ RL prompts strictly disjoint).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import random
@@ -85,43 +86,58 @@ _WORD_TEMPLATES = {
     "-": "Tom has {a} apples and eats {b}. How many apples are left?",
     "*": "There are {a} bags with {b} apples each. How many apples in total?",
 }
-MAX_ADD = 20
-MAX_MUL = 9
+MAX_OPERAND = 99  # two-digit numbers; the multiplier of `*` is one digit
 
 
-def _math_steps(a: int, op: str, b: int, c: int) -> str:
-    if op in "+-" and b >= 10:
-        tens, ones = b - b % 10, b % 10
-        middle = a + tens if op == "+" else a - tens
-        return f"{a}{op}{b} = {a}{op}{tens}{op}{ones} = {middle}{op}{ones} = {c}"
-    return f"{a}{op}{b} = {c}"
+# The thinking is column arithmetic: a ones step and a tens step, each a one-digit fact (with the carry or
+# borrow written out). A held-out problem is then new only as a combination: its one-digit facts recur across
+# the SFT problems, which is what lets a tiny model generalise to prompts it never saw. A wrong answer makes
+# the typical slip (a dropped carry or borrow, or a ones step off by one), which RL can learn to fix.
+def _add_steps(a: int, b: int, slip: str = "") -> tuple[str, int]:
+    ones = a % 10 + b % 10 + (1 if slip == "ones" else 0)
+    carry = 0 if slip == "carry" else ones // 10
+    tens = a // 10 + b // 10 + carry
+    return f"{a % 10}+{b % 10}={ones}, {a // 10}+{b // 10}+{carry}={tens}", tens * 10 + ones % 10
+
+
+def _sub_steps(a: int, b: int, slip: str = "") -> tuple[str, int]:
+    borrow = 1 if a % 10 < b % 10 else 0
+    ones = borrow * 10 + a % 10 - b % 10 + (1 if slip == "ones" else 0)
+    written_borrow = 0 if slip == "carry" else borrow
+    tens = a // 10 - b // 10 - written_borrow
+    first = f"{'1' if borrow else ''}{a % 10}-{b % 10}={ones}"
+    return f"{first}, {a // 10}-{b // 10}-{written_borrow}={tens}", tens * 10 + ones % 10
+
+
+def _mul_steps(a: int, b: int, slip: str = "") -> tuple[str, int]:
+    ones = (a % 10) * b + (1 if slip == "ones" else 0)
+    carry = 0 if slip == "carry" else ones // 10
+    tens = (a // 10) * b + carry
+    return f"{a % 10}*{b}={ones}, {a // 10}*{b}+{carry}={tens}", tens * 10 + ones % 10
+
+
+_STEPS = {"+": _add_steps, "-": _sub_steps, "*": _mul_steps}
 
 
 def math_task(rng: random.Random) -> Task:
     op = rng.choice("++-*")
-    if op == "*":
-        a, b = rng.randint(0, MAX_MUL), rng.randint(0, MAX_MUL)
-        c = a * b
-    elif op == "+":
-        a, b = rng.randint(0, MAX_ADD), rng.randint(0, MAX_ADD)
-        c = a + b
-    else:
-        a = rng.randint(0, MAX_ADD)
-        b = rng.randint(0, a)
-        c = a - b
+    a = rng.randint(0, MAX_OPERAND)
+    b = rng.randint(0, 9) if op == "*" else rng.randint(0, a if op == "-" else MAX_OPERAND)
+    steps, c = _STEPS[op](a, b)
     template = _WORD_TEMPLATES[op] if rng.random() < 0.2 else rng.choice(_MATH_TEMPLATES)
-    wrong = c + rng.choice((-2, -1, 1, 2, 10))
-    if wrong < 0:
-        wrong = c + rng.choice((1, 2))
+    for slip in rng.sample(("carry", "ones"), 2):
+        wrong_steps, wrong = _STEPS[op](a, b, slip)
+        if wrong != c and wrong >= 0:
+            break
     return Task(
         task="math",
         key=f"math:{a}{op}{b}",
         prompt=template.format(a=a, b=b, op=op),
         label={"answer": str(c)},
         answer=f"\\boxed{{{c}}}",
-        thinking=_math_steps(a, op, b, c),
+        thinking=f"{a}{op}{b}: {steps}",  # restating the operands first is a plain copy, then digits are near
         wrong_answer=f"\\boxed{{{wrong}}}",
-        wrong_thinking=f"{a}{op}{b} = {wrong}",
+        wrong_thinking=f"{a}{op}{b}: {wrong_steps}",
     )
 
 
@@ -182,9 +198,14 @@ def _code_inputs(args: str, k: int, rng: random.Random) -> list[tuple[Any, ...]]
     return [(word,) for word in rng.sample(_WORDS, 3)]
 
 
-def _call(args: str, body: str, inputs: tuple[Any, ...]) -> Any:
+@functools.lru_cache(maxsize=1024)
+def _compiled(args: str, body: str) -> Callable[..., Any]:
     # Our own generated one-liners, evaluated to compute the expected outputs of the tests.
-    function = eval(f"lambda {args}: {body}")  # noqa: S307
+    return eval(f"lambda {args}: {body}")  # noqa: S307
+
+
+def _call(args: str, body: str, inputs: tuple[Any, ...]) -> Any:
+    function = _compiled(args, body)
     return function(*[list(value) if isinstance(value, list) else value for value in inputs])
 
 
@@ -628,22 +649,35 @@ _TASK_BUILDERS: dict[str, Callable[[random.Random], Task]] = {
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _draw(builder: Callable[[random.Random], Task], rng: random.Random, pool: str, seen: set[str]) -> Task:
-    """A task from `pool`; prefers prompts not drawn yet (repeats once a small space is exhausted)."""
+def _draw(
+    builder: Callable[[random.Random], Task],
+    rng: random.Random,
+    pool: str,
+    seen: set[str],
+    exhausted: set[str],
+) -> Task:
+    """A task from `pool`; prefers prompts not drawn yet, and repeats once a small space looks exhausted.
+
+    A builder is marked exhausted (in `exhausted`) after a draw that found only seen prompts for a while; from
+    then on the first task of the right pool is taken, which keeps large `n` on small spaces fast.
+    """
     fallback: Task | None = None
-    for attempt in range(400):
+    misses = 0
+    for _ in range(2000):
         task = builder(rng)
         if pool_of(task.key) != pool:
             continue
+        if builder.__name__ in exhausted:
+            return task
         if task.prompt not in seen:
             seen.add(task.prompt)
             return task
         fallback = fallback or task
-        if attempt > 100 and fallback is not None:
+        misses += 1
+        if misses >= 40:
+            exhausted.add(builder.__name__)
             return fallback
-    if fallback is None:
-        raise RuntimeError(f"no task of pool {pool!r} found in 400 draws")
-    return fallback
+    raise RuntimeError(f"no task of pool {pool!r} found in 2000 draws")
 
 
 def _base_row(row_id: str, domain: str, mode: str, source: str, task: Task) -> dict[str, Any]:
@@ -702,6 +736,7 @@ def generate(
     source = f"tiny:{domain}"
     rng = random.Random(f"cascade-tiny:{domain}:{split}:{seed}")
     seen: set[str] = set()
+    exhausted: set[str] = set()
     rows: list[dict[str, Any]] = []
     mix = dict(mix or DEFAULT_SFT_MIX)
     for name in mix:
@@ -710,7 +745,7 @@ def generate(
     while len(rows) < n:
         row_id = f"tiny-{domain}-{split}-{seed}-{len(rows):06d}"
         if domain == "sft":
-            task = _draw(_TASK_BUILDERS[_weighted_choice(rng, mix)], rng, pool, seen)
+            task = _draw(_TASK_BUILDERS[_weighted_choice(rng, mix)], rng, pool, seen, exhausted)
             correct = rng.random() >= wrong_fraction
             if mode is None and task.task in PARALLEL_MODE_TASKS:
                 # Parallel thinking and non-thinking answers to the same prompt (paper §3.1.1).
@@ -729,13 +764,13 @@ def generate(
             rows.append(_sft_row(row_id, mode or "think", source, task, correct))
         elif domain == "pref":
             builder = _TASK_BUILDERS[rng.choice(("math", "if", "general", "general"))]
-            task = _draw(builder, rng, pool, seen)
+            task = _draw(builder, rng, pool, seen, exhausted)
             if task.wrong_answer is None:
                 continue
             row_mode = mode or ("think" if len(rows) % 2 == 0 else "no_think")  # RLHF: half and half
             rows.append(_pref_row(row_id, row_mode, source, task))
         else:
-            task = _draw(_TASK_BUILDERS[domain], rng, pool, seen)
+            task = _draw(_TASK_BUILDERS[domain], rng, pool, seen, exhausted)
             row_mode = mode or DEFAULT_MODES.get(domain) or ("think" if len(rows) % 2 == 0 else "no_think")
             rows.append(_rl_row(row_id, domain, row_mode, source, task))
     return rows

@@ -1,7 +1,8 @@
 """`cascade report RUN_DIR`: the stage x benchmark table (paper Tables 2, 4-8) and a Figure-1 style plot.
 
 Run directory layout read here:
-    RUN_DIR/run.json                   {"stages": ["sft", "rlhf", "if_rl", ...], ...}  (stage order)
+    RUN_DIR/run.json                   stage order: `stage_order` (as `recipe run` writes it), else `stages`
+                                       (a list of names, or a mapping name -> record, in run order)
     RUN_DIR/eval/<stage>/results.json  what `cascade eval --out RUN_DIR/eval/<stage>` writes
 Stages with results but not listed in run.json come first when named `base`/`init`, else last (by time).
 Without run.json the stages are ordered by their results' `evaluated_at`.
@@ -33,7 +34,14 @@ def _read_json(path: Path) -> Any:
         raise CascadeUsageError(f"{path}: malformed JSON ({error.msg} at line {error.lineno})") from None
 
 
-def _stage_names(entries: Any, path: Path) -> list[str]:
+def _stage_names(manifest: Any, path: Path) -> list[str]:
+    """Stage order from run.json: `stage_order` (what `recipe run` writes), else `stages` (a list, or a
+    mapping name -> record in run order)."""
+    if not isinstance(manifest, dict):
+        raise CascadeUsageError(f"{path}: expected a JSON object; found {type(manifest).__name__}")
+    entries = manifest.get("stage_order", manifest.get("stages", []))
+    if isinstance(entries, dict):
+        entries = list(entries)
     if not isinstance(entries, list):
         raise CascadeUsageError(
             f"{path}: 'stages' must be a list of stage names; found {type(entries).__name__}"
@@ -69,11 +77,7 @@ def load_stage_results(run_dir: str | Path) -> tuple[list[str], dict[str, dict[s
             f"run directory {run_dir}: no evaluation results (expected {EVAL_DIR}/<stage>/results.json)"
         )
     manifest_path = run_dir / RUN_MANIFEST
-    listed = (
-        _stage_names(_read_json(manifest_path).get("stages", []), manifest_path)
-        if manifest_path.is_file()
-        else []
-    )
+    listed = _stage_names(_read_json(manifest_path), manifest_path) if manifest_path.is_file() else []
     unlisted = sorted(
         (s for s in found if s not in listed), key=lambda s: str(found[s].get("evaluated_at", ""))
     )

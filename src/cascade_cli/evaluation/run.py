@@ -192,8 +192,12 @@ def score_responses(
     samples: list[dict[str, Any]] = []
     if benchmarks or benchmark_file:
         specs = resolve_benchmarks(benchmarks, benchmark_file, domain)
-        rows_by_name = _load(specs, limit)
+        rows_by_name = _load(specs, None)  # match against every row; --limit then keeps the first N problems
         matched = match_responses(responses, rows_by_name)
+        if limit:
+            for name, records in matched.items():
+                kept = {str(row["id"]) for row in rows_by_name[name][:limit]}
+                matched[name] = [record for record in records if str(record["id"]) in kept]
         groups = [(bench.name, bench.domain, bench.metric, matched[bench.name]) for bench in specs]
     elif domain:
         metric = "ifeval" if domain == "if" else "accuracy"

@@ -35,19 +35,14 @@ def mean_pass_at_k(correct: list[list[bool]], k: int) -> float:
     return sum(pass_at_k(len(samples), sum(samples), k) for samples in correct) / len(correct)
 
 
-# The IF verifier reports one bool per instruction, strict and loose; these are the key names it may use.
-_STRICT_KEYS = ("strict", "follow_instruction_list_strict", "instructions_strict", "follow_instruction_list")
-_LOOSE_KEYS = ("loose", "follow_instruction_list_loose", "instructions_loose")
-
-
-def _instruction_flags(details: dict[str, Any], keys: tuple[str, ...]) -> list[bool] | None:
-    for key in keys:
-        value = details.get(key)
-        if isinstance(value, dict):  # {"strict": {"follow_instruction_list": [...]}} style
-            value = value.get("follow_instruction_list", value.get("instructions"))
-        if isinstance(value, list) and all(isinstance(flag, bool) for flag in value):
-            return value
-    return None
+def _instruction_flags(details: dict[str, Any], level: str) -> list[bool] | None:
+    """The IF verifier's per-instruction verdicts: `details["instructions"] = [{"id", "strict", "loose"}]`."""
+    instructions = details.get("instructions")
+    if not isinstance(instructions, list) or not all(
+        isinstance(i, dict) and level in i for i in instructions
+    ):
+        return None
+    return [bool(instruction[level]) for instruction in instructions]
 
 
 def ifeval_metrics(details: list[list[dict[str, Any]]]) -> dict[str, float]:
@@ -57,22 +52,20 @@ def ifeval_metrics(details: list[list[dict[str, Any]]]) -> dict[str, float]:
     Instruction-level: followed instructions / all instructions, over every sample.
     """
     metrics: dict[str, float] = {}
-    for level_name, keys in (("strict", _STRICT_KEYS), ("loose", _LOOSE_KEYS)):
+    for level in ("strict", "loose"):
         prompt_scores: list[float] = []
         followed = total = 0
         for samples in details:
             per_sample = []
             for sample in samples:
-                flags = _instruction_flags(sample, keys)
-                if flags is None and level_name == "loose":
-                    flags = _instruction_flags(sample, _STRICT_KEYS)
-                flags = flags if flags is not None else [False]
+                flags = _instruction_flags(sample, level)
+                flags = flags if flags is not None else [False]  # an unscorable record follows nothing
                 per_sample.append(all(flags))
                 followed += sum(flags)
                 total += len(flags)
             prompt_scores.append(sum(per_sample) / len(per_sample) if per_sample else 0.0)
-        metrics[f"prompt_{level_name}"] = 100.0 * sum(prompt_scores) / max(1, len(prompt_scores))
-        metrics[f"inst_{level_name}"] = 100.0 * followed / max(1, total)
+        metrics[f"prompt_{level}"] = 100.0 * sum(prompt_scores) / max(1, len(prompt_scores))
+        metrics[f"inst_{level}"] = 100.0 * followed / max(1, total)
     return metrics
 
 

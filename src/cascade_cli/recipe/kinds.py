@@ -9,6 +9,8 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
+from cascade_cli.errors import CascadeUsageError
+
 
 @dataclass(frozen=True)
 class StageKind:
@@ -23,6 +25,18 @@ class StageKind:
         return _load(self.config)
 
     def run(self, config: Any) -> dict[str, Any]:
+        engine = getattr(config, "engine", "local")
+        if engine == "openrlhf":
+            from cascade_cli.engines.openrlhf.runner import run_openrlhf_stage
+
+            return run_openrlhf_stage(config) or {}
+        if engine != "local":
+            raise CascadeUsageError(f"stage {config.name or self.kind}: engine: expected local or openrlhf, found {engine!r}")
+        if getattr(config, "dry_run", False):
+            raise CascadeUsageError(
+                f"stage {config.name or self.kind}: dry_run: only engine openrlhf has a dry run "
+                "(`cascade recipe plan` prints a local stage's command)"
+            )
         return _load(self.runner)(config) or {}
 
 
@@ -47,11 +61,40 @@ STAGE_KINDS: dict[str, StageKind] = {
         ("sft",),
         ("init", "data", "out"),
     ),
+    "reward_model": StageKind(
+        "reward_model",
+        "cascade_cli.config.rm:RewardModelConfig",
+        "cascade_cli.engines.local.reward_model:run_reward_model",
+        ("rlhf", "rm"),
+        ("init", "data", "out"),
+        # Not a policy: the next stage's init skips it and the recipe does not generate with it. Its own
+        # `init` is not defaulted either; recipes name it (`init: ${stages.sft.out}`).
+        produces_model=False,
+    ),
+    "rlhf": StageKind(
+        "rlhf",
+        "cascade_cli.config.rlhf:RLHFConfig",
+        "cascade_cli.engines.local.rlhf:run_rlhf",
+        ("rlhf",),
+        ("init", "reward_model", "data", "out"),
+    ),
+    "rlvr": StageKind(
+        "rlvr",
+        "cascade_cli.config.grpo:RLVRConfig",
+        "cascade_cli.engines.local.grpo:run_rlvr",
+        ("rlvr",),
+        ("domain", "init", "data", "out"),
+    ),
 }
 
 
 def get_kind(kind: str) -> StageKind:
     return STAGE_KINDS[kind]
+
+
+def run_config(config: Any) -> dict[str, Any]:
+    """Run a stage config on its engine (`engine: local | openrlhf`); what the CLI commands call."""
+    return get_kind(config.kind).run(config)
 
 
 def known_kinds() -> list[str]:

@@ -137,9 +137,10 @@ def load_recipe(path_or_name: str, overrides: list[str] | None = None) -> Recipe
         filled.update({key: value for key, value in defaults.items() if key in fields})
         filled = OmegaConf.merge(OmegaConf.create(filled), stage_raw)
         filled.name = str(name)
-        if filled.get("out") is None:
+        # An interpolation (`init: ${stages.sft.out}`) counts as set; resolving it here, outside the recipe, fails.
+        if not OmegaConf.is_interpolation(filled, "out") and filled.get("out") is None:
             filled.out = f"${{run_dir}}/{name}"
-        if kind.produces_model and filled.get("init") is None:
+        if kind.produces_model and not OmegaConf.is_interpolation(filled, "init") and filled.get("init") is None:
             filled.init = previous_model if previous_model is not None else "${model}"
         stages_raw[name] = filled
         if kind.produces_model:

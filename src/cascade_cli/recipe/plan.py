@@ -86,8 +86,15 @@ def plan_lines(recipe: Recipe, stages: list[Stage] | None = None) -> list[str]:
     if recipe.evaluates and recipe.eval.include_base and whole_run:
         lines += ["# eval base", shlex.join(eval_argv(recipe, "base", recipe.recipe.model))]
     for stage in stages if stages is not None else recipe.stages:
-        lines.append(f"# stage {stage.name} ({stage.kind.kind})")
-        lines.append(shlex.join(stage_argv(stage)))
+        if getattr(stage.config, "engine", "local") == "openrlhf":
+            from cascade_cli.engines.openrlhf.runner import plan_commands
+
+            # The OpenRLHF commands themselves; the `cascade` command that emits them is the comment.
+            lines.append(f"# stage {stage.name} ({stage.kind.kind}, engine openrlhf): {shlex.join(stage_argv(stage))}")
+            lines.extend(plan_commands(stage.config))
+        else:
+            lines.append(f"# stage {stage.name} ({stage.kind.kind})")
+            lines.append(shlex.join(stage_argv(stage)))
         if recipe.evaluates and stage.kind.produces_model:
             lines.append(shlex.join(eval_argv(recipe, stage.name, stage.out)))
     if recipe.evaluates:

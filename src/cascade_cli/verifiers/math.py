@@ -18,6 +18,7 @@ from typing import Any
 from cascade_cli.chat import answer_text, split_response
 from cascade_cli.verifiers.base import RecordError, Score, Verifier, parse_label, require_response
 from cascade_cli.verifiers.deadline import DeadlineExceeded, run_with_deadline
+from cascade_cli.verifiers.math_numeric import numeric_verdict, strip_unit, structured_verdict
 
 # An answer longer than this is not a final answer; sympy on it could run for minutes inside C code.
 MAX_ANSWER_CHARS = 400
@@ -37,9 +38,11 @@ for _name in ("math_verify.parser", "math_verify.grader"):
 
 # ---- extraction -------------------------------------------------------------------------------------
 
+_MAX_BOX_CANDIDATES = 8
 _BOX_COMMAND = re.compile(r"\\(?:boxed|fbox)\s*")
+# Markdown emphasis may sit around the phrase: "**Final Answer:** 5", "**Answer**: 5".
 _ANSWER_PHRASE = re.compile(
-    r"(?:final\s+answer\s*(?:is|:|=)|the\s+answer\s*(?:is|:|=)|\banswer\s*:|\bans\s*:)\s*",
+    r"(?:final\s+answer[*_\s]*(?:is|:|=)|the\s+answer[*_\s]*(?:is|:|=)|\banswer[*_\s]*:|\bans\s*:)[*_\s]*",
     re.IGNORECASE,
 )
 # `\$` is an escaped dollar sign (a currency answer), never a delimiter.
@@ -70,7 +73,8 @@ def _balanced_group(text: str, open_at: int) -> str | None:
 
 def last_boxed(text: str) -> str | None:
     """The argument of the last complete `\\boxed{...}` or `\\fbox{...}`; `\\boxed 5` also counts."""
-    for match in reversed(list(_BOX_COMMAND.finditer(text))):
+    # Only the last few candidates: a flood of unclosed `\boxed{` would otherwise cost quadratic time.
+    for match in list(_BOX_COMMAND.finditer(text))[-_MAX_BOX_CANDIDATES:][::-1]:
         start = match.end()
         if start < len(text) and text[start] == "{":
             content = _balanced_group(text, start)
@@ -101,8 +105,8 @@ def _after_answer_phrase(text: str) -> str | None:
         return next(group for group in math.groups() if group is not None).strip()
     line = rest.split("\n", 1)[0].strip()
     # "The answer is 12." / "Answer: 3, since ..." -> keep the answer, drop the sentence end.
-    line = re.split(r"\.\s|\.$|;\s|\s(?:since|because|as|which)\s", line, maxsplit=1)[0]
-    line = line.strip().rstrip(".").strip()
+    line = re.split(r"\.\s|\.$|;\s|,?\s+(?:since|because|as|which|where)\s", line, maxsplit=1)[0]
+    line = line.strip().rstrip(".,;:").strip()
     return _strip_math_delimiters(line) or None
 
 
@@ -178,21 +182,65 @@ def as_number(text: str) -> Fraction | None:
     return None
 
 
+_ASSIGNMENT = re.compile(r"^\s*[A-Za-z]\s*=\s*([^=]+)$")
+
+
+_GROUPED_DIGITS = re.compile(r"\d,\d{3}(?!\d)")
+
+
+def _light(answer: str) -> str:
+    """Delimiters, final period, trailing unit and LaTeX thin spaces in digit groups (`10,\\!080`) removed."""
+    text = strip_unit(_strip_math_delimiters(answer).rstrip("."))
+    return re.sub(r",\s*(?:\\!|\{\})\s*", ",", text).replace("{,}", ",")
+
+
+_BASE_NUMBER = re.compile(r"^([0-9A-Za-z]+)_\{?(\d+)\}?$")
+
+
+def as_base_number(text: str) -> tuple[int, int] | None:
+    """`4210_{5}` -> (value, base) for a numeral written in base 2..36, else None."""
+    match = _BASE_NUMBER.match(text)
+    if not match or not 2 <= int(match.group(2)) <= 36:
+        return None
+    try:
+        return int(match.group(1), int(match.group(2))), int(match.group(2))
+    except ValueError:
+        return None
+
+
 def fast_verdict(gold: str, predicted: str) -> bool | None:
     """True/False when decidable without sympy, else None."""
+    verdict = _fast_verdict(gold, predicted)
+    if verdict is False and ("%" in gold or "%" in predicted):
+        return None  # 50% against 0.5: math-verify reads them as equal; so do we, through it
+    return verdict
+
+
+def _fast_verdict(gold: str, predicted: str) -> bool | None:
+    assignment = _ASSIGNMENT.match(predicted)
+    if assignment and "=" not in gold:  # "x = 3" answers "3" (math-verify reads it the same way)
+        predicted = assignment.group(1)
     gold_norm, predicted_norm = normalize(gold), normalize(predicted)
     if gold_norm == predicted_norm and gold_norm:
         return True
     gold_number, predicted_number = as_number(gold_norm), as_number(predicted_norm)
-    if gold_number is None or predicted_number is None:
-        return None
-    if gold_number == predicted_number:
-        return True
-    # A rounded decimal of a repeating fraction (1/3 vs 0.333333) is math-verify's call, not ours.
-    scale = max(abs(gold_number), Fraction(1))
-    if abs(gold_number - predicted_number) / scale < Fraction(1, 10**4):
-        return None
-    return False
+    if gold_number is not None and predicted_number is not None:
+        if gold_number == predicted_number:
+            return True
+        # A rounded decimal of a repeating fraction (1/3 vs 0.333333) is math-verify's call, not ours.
+        scale = max(abs(gold_number), Fraction(1))
+        rounded = "." in gold_norm or "." in predicted_norm
+        if rounded and abs(gold_number - predicted_number) / scale < Fraction(1, 10**4):
+            return None
+        return False
+    gold_base, predicted_base = as_base_number(gold_norm), as_base_number(predicted_norm)
+    if gold_base is not None and predicted_base is not None:
+        return gold_base == predicted_base
+    gold_light, predicted_light = _light(gold), _light(predicted)
+    if _GROUPED_DIGITS.search(gold_light) or _GROUPED_DIGITS.search(predicted_light):
+        return None  # "10,080": a thousands separator or a list? math-verify's call
+    verdict = numeric_verdict(gold_light, predicted_light)
+    return verdict if verdict is not None else structured_verdict(gold_light, predicted_light)
 
 
 # ---- math-verify ------------------------------------------------------------------------------------
@@ -271,7 +319,7 @@ class MathVerifier(Verifier):
         gold = gold_answer(parse_label(record))
         extracted, how = extract_answer(response)
         details: dict[str, Any] = {"extracted": extracted, "gold": gold, "extraction": how}
-        if extracted is None:
+        if not extracted:
             return Score(0.0, False, {**details, "verdict": "no_answer", "path": "extract"})
         fast = fast_verdict(gold, extracted)
         if fast is not None:

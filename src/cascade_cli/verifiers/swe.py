@@ -3,7 +3,7 @@
     -1   no patch in the response, the patch does not parse, or it does not apply to `original_files`
      0   the patch applies but changes nothing
      1   the patched files equal the golden patch's result (whitespace-insensitive)
-  [0,1]  otherwise: lexical similarity of the per-file diffs (difflib, as SWE-RL does), or, with the
+  [0,1]  otherwise: lexical similarity of the per-file diffs (difflib, averaged over files, as SWE-RL does), or, with the
          `judge_url` option, P("YES") from an OpenAI-compatible judge asked whether the candidate resolves
          the issue given the golden patch.
 
@@ -23,6 +23,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import unidiff
+
+try:  # the same algorithm and ratios as difflib's SequenceMatcher, compiled (about 30x faster here)
+    from cydifflib import SequenceMatcher
+except ImportError:  # pragma: no cover - optional accelerator
+    from difflib import SequenceMatcher
 from unidiff.constants import LINE_TYPE_NO_NEWLINE
 
 from cascade_cli.chat import SPECIAL_TOKENS, THINK_CLOSE
@@ -218,31 +223,32 @@ def _normalise(content: str | None) -> list[str] | None:
 
 
 def _file_diffs(original: dict[str, str], changed: dict[str, str | None]) -> dict[str, str]:
-    """Canonical per-file unified diffs (difflib, 3 lines of context) of the files that really changed."""
+    """Canonical per-file diffs of the files that really changed: difflib's unified diff with 3 lines of
+    context, without the two file-name header lines (the form SWE-RL compares)."""
     diffs: dict[str, str] = {}
     for path in sorted(changed):
         before = original.get(path)
         after = changed[path]
         if before == after:
             continue
-        diff = difflib.unified_diff(
-            (before or "").splitlines(keepends=True),
-            (after or "").splitlines(keepends=True),
-            fromfile=f"a/{path}",
-            tofile=f"b/{path}",
+        lines = difflib.unified_diff(
+            (before or "").splitlines(), (after or "").splitlines(), fromfile="old", tofile="new", lineterm=""
         )
-        diffs[path] = "".join(diff)
+        diffs[path] = "\n".join(list(lines)[2:])
     return diffs
 
 
-def lexical_similarity(candidate: dict[str, str], golden: dict[str, str]) -> float:
-    """SWE-RL's reward: SequenceMatcher ratio over the concatenated per-file diffs (files sorted by path)."""
-    paths = sorted(set(candidate) | set(golden))
-    left = "".join(candidate.get(path, "") for path in paths)
-    right = "".join(golden.get(path, "") for path in paths)
-    if not left and not right:
-        return 1.0
-    return difflib.SequenceMatcher(None, left, right, autojunk=False).ratio()
+def lexical_similarity(candidate: dict[str, str], golden: dict[str, str]) -> tuple[float, dict[str, float]]:
+    """SWE-RL's lexical reward: per file, difflib's SequenceMatcher ratio (no autojunk) of the candidate's and
+    the golden diff; a file changed by only one side scores 0; the reward is the mean over all files."""
+    per_file: dict[str, float] = {}
+    for path in sorted(set(candidate) | set(golden)):
+        left, right = candidate.get(path, ""), golden.get(path, "")
+        if not left or not right:
+            per_file[path] = 0.0
+        else:
+            per_file[path] = SequenceMatcher(None, left, right, autojunk=False).ratio()
+    return (sum(per_file.values()) / len(per_file) if per_file else 0.0), per_file
 
 
 @dataclass(frozen=True)
@@ -374,8 +380,9 @@ class SweVerifier(Verifier):
         if same:
             return Score(1.0, True, {"reason": "equals the golden patch", "files": sorted(candidate_diffs)})
         details: dict[str, Any] = {"files": sorted(candidate_diffs), "golden_files": sorted(golden_diffs)}
-        lexical = lexical_similarity(candidate_diffs, golden_diffs)
+        lexical, per_file = lexical_similarity(candidate_diffs, golden_diffs)
         details["lexical_similarity"] = round(lexical, 6)
+        details["file_similarity"] = {path: round(value, 6) for path, value in per_file.items()}
         if self.judge is None:
             return Score(lexical, False, {"reason": "lexical similarity", **details})
         prompt = JUDGE_PROMPT.format(

@@ -1,0 +1,231 @@
+"""Generated tokens/s for evaluation: vLLM versus transformers `generate` (and the Generator's own hf loop).
+
+Same prompts and sampling for every side (n=8 samples per prompt, temperature 1, top-p 1, up to 256 new
+tokens, stop at `<|im_end|>`; random-init models stop at random, so answer lengths vary), on two models:
+the tiny model (`cascade_cli.tiny`, ~1.5M parameters) and a random-init Qwen3 of ~100M parameters with the
+same character tokenizer. Each (model, side) runs in its own child process, one after the other, so no
+side inherits another's threads or caches. The transformers sides run with `--threads` torch threads,
+by default the number vLLM's CPU engine gives its own OpenMP pool (all cores but one, which it keeps for its
+scheduler), so both engines compute on the same number of cores. Prints tokens/s (generation only, and end to end with the model
+load / engine start), the ratios, and whether `Generator(backend="auto")` picks the faster backend.
+
+    PYTHONPATH=src python benchmarks/eval_generation.py [--prompts 8] [--n 8] [--max-new-tokens 256] [--threads N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SIDES = ("vllm", "hf_generate", "hf_loop")
+LABELS = {
+    "vllm": "vLLM (Generator backend=vllm)",
+    "hf_generate": "transformers model.generate",
+    "hf_loop": "Generator backend=hf (own loop)",
+}
+# ~100M parameters with the tiny character vocabulary: 12 layers of width 768.
+SHAPE_100M = {
+    "hidden_size": 768,
+    "intermediate_size": 2816,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 12,
+    "num_key_value_heads": 4,
+    "head_dim": 64,
+}
+
+
+def build_models(root: Path) -> dict[str, Path]:
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from cascade_cli.tiny import build_tiny
+
+    tiny = build_tiny("tiny:0", root / "tiny")
+    values = json.loads((tiny / "config.json").read_text())
+    for derived in (
+        "layer_types",
+        "max_window_layers",
+        "architectures",
+        "model_type",
+        "transformers_version",
+    ):
+        values.pop(derived, None)
+    config = Qwen3Config(**{**values, **SHAPE_100M, "tie_word_embeddings": False})
+    torch.manual_seed(0)
+    big = root / "qwen3-100m"
+    Qwen3ForCausalLM(config).save_pretrained(big)
+    for name in os.listdir(tiny):  # same tokenizer files
+        if "token" in name or name.endswith(".jinja"):
+            (big / name).write_bytes((tiny / name).read_bytes())
+    return {"tiny": tiny, "qwen3-100m": big}
+
+
+def prompts(count: int) -> list[str]:
+    from cascade_cli.chat import render_prompt
+
+    questions = [
+        f"What is {a}+{b}? Answer in \\boxed{{}}."
+        for a, b in zip(range(3, 59, 7), range(11, 83, 9), strict=True)
+    ]
+    return [render_prompt(questions[i % len(questions)], "think") for i in range(count)]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# one side, in a child process
+# ---------------------------------------------------------------------------------------------------------
+
+
+def run_side(
+    side: str, model_dir: str, count: int, n: int, max_new_tokens: int, seed: int, threads: int
+) -> dict:
+    import torch
+
+    if side != "vllm":
+        torch.set_num_threads(threads)
+
+    texts = prompts(count)
+    started = time.perf_counter()
+    if side in ("vllm", "hf_loop"):
+        from cascade_cli.engines.local.generation import Generator
+
+        generator = Generator(model_dir, backend="vllm" if side == "vllm" else "hf", seed=seed)
+        loaded = time.perf_counter()
+        groups = generator.generate(texts, n=n, max_new_tokens=max_new_tokens, temperature=1.0, top_p=1.0)
+        done = time.perf_counter()
+        lengths = [len(c.token_ids) for group in groups for c in group]
+        generator.close()
+    else:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(model_dir, padding_side="left")
+        model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+        torch.manual_seed(seed)
+        loaded = time.perf_counter()
+        batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        # the model's own stop ids (generation_config), as vLLM uses them besides the <|im_end|> stop
+        stops = model.generation_config.eos_token_id
+        stops = set(stops if isinstance(stops, list) else [stops]) | {
+            tokenizer.convert_tokens_to_ids("<|im_end|>")
+        }
+        with torch.inference_mode():
+            out = model.generate(
+                **batch,
+                do_sample=True,
+                temperature=1.0,
+                top_p=1.0,
+                top_k=0,
+                num_return_sequences=n,
+                max_new_tokens=max_new_tokens,
+                eos_token_id=sorted(stops),
+                pad_token_id=tokenizer.pad_token_id,
+            )
+        done = time.perf_counter()
+        new = out[:, batch["input_ids"].shape[1] :].tolist()
+        lengths = [next((i + 1 for i, token in enumerate(row) if token in stops), len(row)) for row in new]
+    tokens = sum(lengths)
+    return {
+        "side": side,
+        "tokens": tokens,
+        "sequences": len(lengths),
+        "mean_len": tokens / max(1, len(lengths)),
+        "min_len": min(lengths),
+        "max_len": max(lengths),
+        "load_s": loaded - started,
+        "gen_s": done - loaded,
+        "gen_tok_s": tokens / (done - loaded),
+        "total_tok_s": tokens / (done - started),
+    }
+
+
+def child(side: str, model_dir: Path, args: argparse.Namespace) -> dict | None:
+    command = [
+        sys.executable, __file__, "--worker", side, "--model", str(model_dir), "--prompts", str(args.prompts),
+        "--n", str(args.n), "--max-new-tokens", str(args.max_new_tokens), "--seed", str(args.seed),
+        "--threads", str(args.threads),
+    ]  # fmt: skip
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+    if side != "vllm":
+        env["OMP_NUM_THREADS"] = str(args.threads)
+    completed = subprocess.run(command, capture_output=True, text=True, env=env, timeout=args.timeout)
+    if completed.returncode != 0:
+        print(f"  {side}: FAILED\n{completed.stderr[-2000:]}", file=sys.stderr)
+        return None
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prompts", type=int, default=8)
+    parser.add_argument("--n", type=int, default=8)
+    parser.add_argument("--max-new-tokens", type=int, default=256)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--models", default="tiny,qwen3-100m")
+    parser.add_argument("--sides", default=",".join(SIDES))
+    parser.add_argument("--timeout", type=int, default=900)
+    parser.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 2) - 1))
+    parser.add_argument("--worker", choices=SIDES)
+    parser.add_argument("--model")
+    args = parser.parse_args()
+    if args.worker:
+        result = run_side(
+            args.worker, args.model, args.prompts, args.n, args.max_new_tokens, args.seed, args.threads
+        )
+        print(json.dumps(result))
+        return
+
+    from cascade_cli.engines.local.generation import count_parameters, resolve_backend
+
+    device = "cuda" if _cuda() else "cpu"
+    print(
+        f"device {device}; {args.prompts} prompts x n={args.n}, temperature 1, up to {args.max_new_tokens} tokens"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        models = build_models(Path(tmp))
+        for name in args.models.split(","):
+            model_dir = models[name]
+            params = count_parameters(model_dir)
+            print(f"\n== {name}: {params / 1e6:.1f}M parameters")
+            results = {}
+            for side in args.sides.split(","):
+                result = child(side, model_dir, args)
+                if result is None:
+                    continue
+                results[side] = result
+                print(
+                    f"  {LABELS[side]:34s} {result['gen_tok_s']:9.0f} tok/s generating, "
+                    f"{result['total_tok_s']:9.0f} tok/s with load ({result['load_s']:.1f}s load, "
+                    f"{result['tokens']} tokens, length {result['min_len']}-{result['max_len']}, "
+                    f"mean {result['mean_len']:.0f})"
+                )
+            if "vllm" in results and "hf_generate" in results:
+                for key, what in (("gen_tok_s", "generating"), ("total_tok_s", "with load")):
+                    ratio = results["vllm"][key] / results["hf_generate"][key]
+                    print(f"  ratio vLLM / transformers generate ({what}): {ratio:.2f}x")
+            if "vllm" in results and "hf_loop" in results:
+                for key, what in (("gen_tok_s", "generating"), ("total_tok_s", "with load")):
+                    ratio = results["vllm"][key] / results["hf_loop"][key]
+                    print(f"  ratio vLLM / Generator hf loop ({what}): {ratio:.2f}x")
+                auto = resolve_backend("auto", model_dir, device)
+                faster = (
+                    "vllm" if results["vllm"]["total_tok_s"] > results["hf_loop"]["total_tok_s"] else "hf"
+                )
+                verdict = "yes" if auto == faster else "NO"
+                print(
+                    f"  auto picks {auto}; faster end to end here: {faster}; auto picks the faster: {verdict}"
+                )
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""GRPO stage configs: `GRPOConfig` (shared by every GRPO stage) and `RLVRConfig` (`cascade rlvr --domain`).
+
+Defaults follow the paper (Nemotron-Cascade §1.1, §1.4-1.7): strictly on-policy GRPO, token-level loss,
+no KL, no entropy bonus, AdamW (0.9, 0.95), 8 rollouts per prompt, top-p 0.95. Sizes (steps, batch,
+response length, LR) are small so the embedded tiny model trains on a CPU; recipes scale them up.
+RLHF subclasses `GRPOConfig` (reward = a reward model's score, `mode: half`).
+"""
+
+# ruff: noqa: UP045  (OmegaConf 2.3 reads `Optional[X]`, not `X | None`)
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from omegaconf import MISSING
+
+from cascade_cli.config.common import StageConfig
+
+# The paper's mode per RLVR domain: IF-RL in non-thinking mode, math / code / swe in thinking mode.
+DOMAIN_MODES = {"if": "no_think", "math": "think", "code": "think", "swe": "think"}
+PROMPT_MODES = ("think", "no_think", "half", "row")
+
+
+@dataclass
+class PhaseConfig:
+    """One part of a response-length schedule; unset keys fall back to the stage's top-level values."""
+
+    steps: int = MISSING
+    max_response_len: Optional[int] = None
+    temperature: Optional[float] = None
+    overlong_filter: Optional[bool] = None
+
+
+@dataclass
+class RolloutConfig:
+    backend: str = "auto"  # auto | hf | vllm (auto: hf on CPU; see engines/local/generation.py)
+    max_batch_size: int = 512  # sequences per hf generation batch
+    # Verify finished chunks of groups in a background thread while the next chunk generates.
+    chunk_prompts: int = 0  # prompts per generation chunk; 0 = the whole step at once (no overlap)
+
+
+@dataclass
+class GRPOConfig(StageConfig):
+    data: str = MISSING
+    eval_data: Optional[str] = None  # held-out rows: greedy accuracy before and after the stage
+    eval_max_new_tokens: Optional[int] = None  # default: the last phase's max_response_len
+    eval_limit: Optional[int] = None
+    # Prompt mode: think | no_think | half (half of each batch each way, RLHF) | row (each row's "mode").
+    # Unset: the domain's paper default (if -> no_think; math, code, swe -> think).
+    mode: Optional[str] = None
+    # Schedule: `steps` optimizer steps, or the sum of `phases[].steps` when phases are given.
+    steps: int = 40
+    phases: list[PhaseConfig] = field(default_factory=list)
+    prompts_per_step: int = 16
+    group_size: int = 8
+    max_prompt_len: int = 1024
+    max_response_len: int = 64
+    temperature: float = 1.0
+    top_p: float = 0.95
+    top_k: int = -1
+    # Truncated responses: masked out of the loss (True), else kept with reward `truncated_reward`
+    # (the paper: 0; unset = the verifier's score as is, as RLHF does with its reward model).
+    overlong_filter: bool = False
+    truncated_reward: Optional[float] = 0.0
+    # Batch-level (DAPO) dynamic filtering: drop all-correct / all-wrong groups, refill from the data.
+    dynamic_filter: bool = False
+    dynamic_filter_max_rounds: int = 4  # generation rounds per step before training on what was kept
+    # Epoch-level filtering: after each epoch drop 0% / 100% prompts; re-add them with these probabilities.
+    epoch_filter: bool = False
+    epoch_filter_hard_p: float = 0.1
+    epoch_filter_easy_p: float = 0.01
+    # Optimisation: strictly on-policy (one step per rollout batch), token-level loss.
+    lr: float = 1e-5
+    weight_decay: float = 0.0
+    beta1: float = 0.9
+    beta2: float = 0.95
+    max_grad_norm: float = 1.0
+    adv_eps: float = 1e-6
+    kl_coef: float = 0.0  # > 0: k3 KL to the frozen initial policy
+    # token: sum over the step's tokens / their count (paper default); sequence: each response's token
+    # mean, then the mean over responses (RLHF stabiliser).
+    loss_aggregation: str = "token"
+    entropy_coef: float = 0.0  # > 0: entropy bonus
+    train_micro_batch: int = 32  # sequences per forward/backward (gradient accumulation, one step)
+    dtype: str = "auto"  # auto (bf16 on GPU, fp32 on CPU) | float32 | bfloat16
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    # Rewards: the verifier registry (the same path as `cascade verify`).
+    verify_workers: int = 1
+    verifier_options: dict[str, Any] = field(default_factory=dict)
+    # Bookkeeping.
+    save_every: int = 0  # checkpoint (weights + trainer_state/) every N steps; 0 = only at the end
+    resume: bool = True  # continue from OUT/trainer_state when present
+    tensorboard: bool = False
+
+
+@dataclass
+class RLVRConfig(GRPOConfig):
+    """`cascade rlvr --domain {if,math,code,swe}`: GRPO on a rule-based verifier's reward."""
+
+    kind: str = "rlvr"
+    domain: str = MISSING

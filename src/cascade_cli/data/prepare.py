@@ -1,0 +1,515 @@
+"""`cascade prepare-data`: a source -> `OUT/data.jsonl` (+ `OUT/heldout.jsonl`) + `OUT/data_card.json`.
+
+Reads `tiny:DOMAIN`, local json/jsonl/parquet files or a hub dataset, applies the field mapping, normalises
+every row to the canonical row, holds out rows for evaluation (disjoint from the training rows by prompt),
+and writes a data card (source, counts per domain and mode, lengths, a fingerprint) and a stage manifest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from cascade_cli.chat import MODES, render_messages, render_prompt
+from cascade_cli.checkpoint import write_manifest
+from cascade_cli.config.data import PrepareDataConfig
+from cascade_cli.config.structure import parse_overrides, structure, to_plain
+from cascade_cli.console import console, print_warning
+from cascade_cli.data import tiny_tasks, tiny_tools
+from cascade_cli.data.decontaminate import FilterResult, NgramIndex, build_index, filter_rows
+from cascade_cli.data.formats import FormatError, check_format, convert_row
+from cascade_cli.data.io import CARD_FILE, DATA_FILE, DOMAINS, HELDOUT_FILE, pref_pair
+from cascade_cli.data.normalize import normalize_row
+from cascade_cli.data.preferences import normalize_preferences
+from cascade_cli.data.prompt_filters import drop_math_and_code
+from cascade_cli.data.sources import (
+    Source,
+    apply_field_map,
+    count_file_rows,
+    iter_file_rows,
+    iter_hub_rows,
+    parse_source,
+)
+from cascade_cli.errors import CascadeRunError, CascadeUsageError
+from cascade_cli.jsonl import write_jsonl
+
+REMOVED_FILE = "removed.jsonl"
+PREFERENCE_FORMATS: tuple[str, ...] = ("helpsteer", "ultrafeedback")  # data/preferences.py
+PROGRESS_MIN_ROWS = 5000  # smaller inputs finish before a bar is worth drawing
+
+
+def build_prepare_config(values: dict[str, Any], overrides: list[str] | None = None) -> PrepareDataConfig:
+    """CLI flags (None = not given) + `key=value` overrides -> a validated PrepareDataConfig."""
+    merged = dict(parse_overrides(list(overrides or []), where="prepare-data overrides"))
+    merged.update({key: value for key, value in values.items() if value is not None})
+    return structure(PrepareDataConfig, merged, where="prepare-data")
+
+
+def check_config(config: PrepareDataConfig) -> None:
+    if not config.out:
+        raise CascadeUsageError("prepare-data: out: missing required value (--out DIR)")
+    if config.domain is not None and config.domain not in DOMAINS:
+        raise CascadeUsageError(
+            f"prepare-data: domain: expected one of {', '.join(DOMAINS)}; found {config.domain!r}"
+        )
+    if config.mode is not None and config.mode not in MODES:
+        raise CascadeUsageError(
+            f"prepare-data: mode: expected one of {', '.join(MODES)}; found {config.mode!r}"
+        )
+    for key in ("n", "holdout"):
+        if getattr(config, key) < 0:
+            raise CascadeUsageError(
+                f"prepare-data: {key}: expected a count >= 0; found {getattr(config, key)}"
+            )
+    if config.format not in PREFERENCE_FORMATS:
+        try:
+            check_format(config.format, also=PREFERENCE_FORMATS)
+        except ValueError as error:
+            raise CascadeUsageError(f"prepare-data: {error}") from None
+    if config.limit is not None and config.limit < 1:
+        raise CascadeUsageError(f"prepare-data: limit: expected a count >= 1; found {config.limit}")
+    if config.ngram_n < 1:
+        raise CascadeUsageError(
+            f"prepare-data: ngram_n: expected an n-gram size >= 1; found {config.ngram_n}"
+        )
+    if not 0.0 <= config.wrong_fraction <= 1.0:
+        raise CascadeUsageError(
+            f"prepare-data: wrong_fraction: expected a value in [0, 1]; found {config.wrong_fraction}"
+        )
+
+
+def prompt_key(row: dict[str, Any]) -> str:
+    """The row's prompt text, whitespace- and case-normalised (what train/held-out disjointness compares)."""
+    if row.get("domain") == "pref":
+        messages, _, _ = pref_pair(row)
+    elif "messages" in row:
+        messages = [m for m in row["messages"] if m.get("role") != "assistant"]
+    else:
+        prompt = row.get("prompt")
+        messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt or [])
+    text = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") in ("user", "system"))
+    return " ".join(text.lower().split())
+
+
+# ---------------------------------------------------------------------------------------------------------
+# reading
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _tiny_rows(
+    config: PrepareDataConfig, source: Source
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    if config.format not in (None, "auto"):
+        raise CascadeUsageError(
+            f"--format {config.format}: applies to files and hub datasets, not {source.spec}"
+        )
+    known = (*tiny_tasks.TINY_DOMAINS, tiny_tools.NAME)
+    if source.tiny_domain not in known:
+        raise CascadeUsageError(
+            f"--source {source.spec}: unknown tiny domain {source.tiny_domain!r}; "
+            f"expected one of {', '.join('tiny:' + d for d in known)}"
+        )
+    if source.tiny_domain == tiny_tools.NAME:  # tool-use sft conversations (data/tiny_tools.py)
+        try:
+            train = tiny_tools.generate(config.n, seed=config.seed, split="train", mode=config.mode)
+            heldout = tiny_tools.generate(config.holdout, seed=config.seed, split="heldout", mode=config.mode)
+        except ValueError as error:
+            raise CascadeUsageError(f"--source {source.spec}: {error}") from None
+        return train, heldout
+    options = {"mode": config.mode, "wrong_fraction": config.wrong_fraction, "mix": dict(config.mix) or None}
+    try:
+        train = tiny_tasks.generate(source.tiny_domain, config.n, seed=config.seed, split="train", **options)
+        heldout = tiny_tasks.generate(
+            source.tiny_domain, config.holdout, seed=config.seed, split="heldout", **options
+        )
+    except ValueError as error:
+        raise CascadeUsageError(f"--source {source.spec}: {error}") from None
+    if config.domain is not None and train and config.domain != train[0]["domain"]:
+        raise CascadeUsageError(
+            f"--domain {config.domain}: tiny:{source.tiny_domain} rows are {train[0]['domain']} rows"
+        )
+    return train, heldout
+
+
+def _raw_rows(config: PrepareDataConfig, source: Source):
+    """(where, number, raw row) for every source row, up to `limit`; plus the expected total when known."""
+    if source.kind == "hub":
+        total = config.limit
+        files: list[tuple[str, Any]] = [
+            (
+                source.spec,
+                iter_hub_rows(source.spec, config.split, config.subset, list(config.data_files) or None),
+            )
+        ]
+    else:
+        counts = [count_file_rows(path) for path in source.files]
+        total = None if any(c is None for c in counts) else sum(counts)  # type: ignore[arg-type]
+        if total is not None and config.limit is not None:
+            total = min(total, config.limit)
+        files = [(str(path), iter_file_rows(path)) for path in source.files]
+
+    def generate():
+        read = 0
+        for where, rows in files:
+            for number, row in rows:
+                if config.limit is not None and read >= config.limit:
+                    return
+                read += 1
+                yield where, number, row
+
+    return generate(), total
+
+
+def preference_row(row: dict[str, Any], fmt: str, where: str) -> dict[str, Any] | None:
+    """A HelpSteer/UltraFeedback row as a pref pair; None for a tie (no preference)."""
+    pairs, _ = normalize_preferences([row], fmt, where=where)
+    if not pairs:
+        return None
+    pair = {key: value for key, value in pairs[0].items() if key not in ("id", "source")}
+    return {**pair, "id": row["id"]} if "id" in row else pair
+
+
+def _read_rows(config: PrepareDataConfig, source: Source) -> list[dict[str, Any]]:
+    rows_iter, total = _raw_rows(config, source)
+    mapping = dict(config.map)
+    rows: list[dict[str, Any]] = []
+    show = total is None or total >= PROGRESS_MIN_ROWS
+    progress = Progress(
+        TextColumn("[bold]reading[/] {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not show,
+    )
+    with progress:
+        task = progress.add_task(Path(source.spec).name, total=total)
+        for where, number, raw in rows_iter:
+            mapped = apply_field_map(raw, mapping, f"{where}: row {number}")
+            format_domain = None
+            if config.format in PREFERENCE_FORMATS:  # a preference source: raw rows -> pairs first
+                mapped = preference_row(mapped, config.format, f"{where}: row {number}")
+                if mapped is None:
+                    continue
+            else:
+                try:
+                    mapped, format_domain = convert_row(mapped, config.format)
+                except FormatError as error:
+                    raise CascadeUsageError(f"{where}: row {number}: {error}") from None
+            rows.append(
+                normalize_row(
+                    mapped,
+                    number=number,
+                    where=where,
+                    source=source.spec,
+                    domain=config.domain or format_domain,
+                    mode=config.mode,
+                    id_prefix=Path(where).stem or "row",
+                )
+            )
+            progress.advance(task)
+    if not rows:
+        raise CascadeUsageError(f"{source.spec}: no rows")
+    return rows
+
+
+def split_holdout(
+    rows: list[dict[str, Any]], holdout: int, seed: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
+    """(train, heldout, train rows dropped for sharing a prompt with a held-out row)."""
+    if holdout <= 0:
+        return rows, [], 0
+    if holdout >= len(rows):
+        raise CascadeUsageError(f"holdout: {holdout} rows requested but the source has only {len(rows)}")
+    chosen = set(random.Random(f"holdout:{seed}").sample(range(len(rows)), holdout))
+    heldout = [row for index, row in enumerate(rows) if index in chosen]
+    heldout_prompts = {prompt_key(row) for row in heldout}
+    train = [row for index, row in enumerate(rows) if index not in chosen]
+    kept = [row for row in train if prompt_key(row) not in heldout_prompts]
+    return kept, heldout, len(train) - len(kept)
+
+
+def check_disjoint(train: list[dict[str, Any]], heldout: list[dict[str, Any]]) -> None:
+    shared = {prompt_key(row) for row in train} & {prompt_key(row) for row in heldout}
+    if shared:
+        raise CascadeRunError(
+            f"held-out rows share {len(shared)} prompt(s) with training rows, e.g. {sorted(shared)[0]!r}"
+        )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# filters
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _filter_with_progress(rows: list[dict[str, Any]], index: NgramIndex, name: str) -> FilterResult:
+    chunk = 20_000
+    total = FilterResult([], [], dict.fromkeys(index.names, 0))
+    progress = Progress(
+        TextColumn(f"[bold]{name}[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=len(rows) < PROGRESS_MIN_ROWS,
+    )
+    with progress:
+        task = progress.add_task(name, total=len(rows))
+        for start in range(0, len(rows), chunk):
+            part = filter_rows(rows[start : start + chunk], index, name)
+            total.kept += part.kept
+            total.removed += part.removed
+            for key, count in part.removed_by.items():
+                total.removed_by[key] += count
+            progress.advance(task, min(chunk, len(rows) - start))
+    return total
+
+
+def apply_overlap_filters(
+    config: PrepareDataConfig, rows: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """(kept rows, removed records, filter reports) after --exclude-prompts-from and --decontaminate-against."""
+    removed: list[dict[str, Any]] = []
+    reports: list[dict[str, Any]] = []
+    for name, specs in (
+        ("exclude_prompts", config.exclude_prompts_from),
+        ("decontaminate", config.decontaminate_against),
+    ):
+        if not specs:
+            continue
+        index = build_index(list(specs), config.ngram_n)
+        result = _filter_with_progress(rows, index, name)
+        reports.append(
+            {
+                "name": name,
+                "ngram_n": config.ngram_n,
+                "against": dict(index.sizes),
+                "in": len(rows),
+                "out": len(result.kept),
+                "removed_by": result.removed_by,
+            }
+        )
+        rows = result.kept
+        removed += result.removed
+    return rows, removed, reports
+
+
+# ---------------------------------------------------------------------------------------------------------
+# data card
+# ---------------------------------------------------------------------------------------------------------
+
+
+def rendered_text(row: dict[str, Any]) -> str:
+    """What a model sees for this row (prompt plus the answer it trains on, when there is one)."""
+    mode = row.get("mode", "think")
+    if "messages" in row:
+        return render_messages(row["messages"], mode=mode, tools=row.get("tools") or None)
+    if row.get("domain") == "pref":
+        messages, chosen, _ = pref_pair(row)
+        return render_messages(messages, mode=mode, add_generation_prompt=True) + chosen
+    return render_prompt(row["prompt"], mode=mode)
+
+
+def _percentiles(values: list[int]) -> dict[str, int]:
+    ordered = sorted(values)
+
+    def at(q: float) -> int:
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    return {"p50": at(0.5), "p90": at(0.9), "p99": at(0.99), "max": ordered[-1]}
+
+
+def counts_by_domain_mode(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    counts: dict[str, dict[str, int]] = {}
+    for (domain, mode), count in sorted(Counter((r["domain"], r["mode"]) for r in rows).items()):
+        counts.setdefault(domain, {})[mode] = count
+    return counts
+
+
+def length_stats(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Rendered-text length percentiles in characters per domain/mode (= tokens for the char-level tiny model)."""
+    lengths: dict[str, list[int]] = {}
+    for row in rows:
+        lengths.setdefault(f"{row['domain']}/{row['mode']}", []).append(len(rendered_text(row)))
+    return {key: _percentiles(values) for key, values in sorted(lengths.items())}
+
+
+def load_tokenizer(spec: str) -> Any:
+    from cascade_cli import tiny
+
+    if tiny.is_tiny_spec(spec):
+        return tiny.build_tokenizer()
+    try:
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(spec)
+    except Exception as error:  # transformers raises OSError, ValueError, HF errors...
+        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise CascadeUsageError(f"tokenizer {spec}: could not load ({first_line})") from None
+
+
+def token_length_stats(rows: list[dict[str, Any]], tokenizer: Any) -> dict[str, dict[str, int]]:
+    """Token-length percentiles of the rendered rows per domain/mode."""
+    texts: dict[str, list[str]] = {}
+    for row in rows:
+        texts.setdefault(f"{row['domain']}/{row['mode']}", []).append(rendered_text(row))
+    stats = {}
+    for key, group in sorted(texts.items()):
+        lengths: list[int] = []
+        for start in range(0, len(group), 1024):
+            encoded = tokenizer(group[start : start + 1024], add_special_tokens=False)["input_ids"]
+            lengths += [len(ids) for ids in encoded]
+        stats[key] = _percentiles(lengths)
+    return stats
+
+
+def fingerprint_files(paths: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return "sha256:" + digest.hexdigest()
+
+
+def _print_summary(card: dict[str, Any], out: Path, dry_run: bool) -> None:
+    table = Table(title=f"prepare-data -> {out}" + (" (dry run: nothing written)" if dry_run else ""))
+    table.add_column("domain")
+    table.add_column("mode")
+    table.add_column("rows", justify="right")
+    table.add_column("held out", justify="right")
+    table.add_column("chars p50/p90/max", justify="right")
+    heldout = card["heldout_by_domain_mode"]
+    for domain, modes in card["by_domain_mode"].items():
+        for mode, count in modes.items():
+            stats = card["length_chars"].get(f"{domain}/{mode}", {})
+            lengths = f"{stats.get('p50')}/{stats.get('p90')}/{stats.get('max')}" if stats else "-"
+            table.add_row(domain, mode, str(count), str(heldout.get(domain, {}).get(mode, 0)), lengths)
+    console.print(table)
+    for report in card["filters"][1:]:
+        by = ", ".join(f"{name} {count}" for name, count in report["removed_by"].items())
+        console.print(
+            f"{report['name']}" + (f" ({report['ngram_n']}-grams)" if "ngram_n" in report else "")
+            + f": {report['in']} -> {report['out']} rows; removed by {by}",
+            soft_wrap=True,
+        )
+    counts = card["counts"]
+    console.print(
+        f"source [bold]{card['source']}[/]: read {counts['read']}, wrote {counts['written']} to {DATA_FILE}"
+        + (f", {counts['heldout']} to {HELDOUT_FILE}" if counts["heldout"] else "")
+        + (
+            f"; dropped {counts['dropped_holdout_overlap']} sharing a held-out prompt"
+            if counts["dropped_holdout_overlap"]
+            else ""
+        )
+        + f"\nfingerprint {card['fingerprint']}",
+        soft_wrap=True,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# runner
+# ---------------------------------------------------------------------------------------------------------
+
+
+def run_prepare_data(config: PrepareDataConfig) -> dict[str, Any]:
+    """Prepare one source into `config.out`; returns the metrics stored in the manifest."""
+    check_config(config)
+    started = time.time()
+    out = Path(config.out)  # type: ignore[arg-type]
+    source = parse_source(config.source)
+    dropped = 0
+    if source.kind == "tiny":
+        train, heldout = _tiny_rows(config, source)
+        read = len(train) + len(heldout)
+    else:
+        rows = _read_rows(config, source)
+        read = len(rows)
+        train, heldout, dropped = split_holdout(rows, config.holdout, config.seed)
+    check_disjoint(train, heldout)
+    filters: list[dict[str, Any]] = [
+        {
+            "name": "holdout_overlap",
+            "in": len(train) + dropped,
+            "out": len(train),
+            "removed_by": {"holdout": dropped},
+        }
+    ]
+    train, removed, reports = apply_overlap_filters(config, train)
+    filters += reports
+    if config.drop_math_code:
+        before = len(train)
+        train, report = drop_math_and_code(train)
+        filters.append({"name": "drop_math_code", "in": before, "out": len(train), "removed_by": report["dropped"],
+                        "examples": report["dropped_examples"]})
+    card: dict[str, Any] = {
+        "source": config.source,
+        "source_kind": source.kind,
+        "files": {"data": DATA_FILE, **({"heldout": HELDOUT_FILE} if heldout else {})},
+        "counts": {
+            "read": read,
+            "written": len(train),
+            "heldout": len(heldout),
+            "dropped_holdout_overlap": dropped,
+            "removed_by_filters": len(removed),
+        },
+        "filters": filters,
+        "by_domain_mode": counts_by_domain_mode(train),
+        "heldout_by_domain_mode": counts_by_domain_mode(heldout),
+        "length_chars": length_stats(train),
+        **(
+            {"length_tokens": token_length_stats(train, load_tokenizer(config.tokenizer))}
+            if config.tokenizer and train
+            else {}
+        ),
+        "config": to_plain(config),
+    }
+    written = [out / DATA_FILE] + ([out / HELDOUT_FILE] if heldout else [])
+    if not config.dry_run:
+        out.mkdir(parents=True, exist_ok=True)
+        write_jsonl(out / DATA_FILE, train)
+        if heldout:
+            write_jsonl(out / HELDOUT_FILE, heldout)
+        elif (out / HELDOUT_FILE).exists():
+            (out / HELDOUT_FILE).unlink()  # a stale file from an earlier run with holdout > 0
+        if removed:
+            write_jsonl(out / REMOVED_FILE, removed)
+            card["files"]["removed"] = REMOVED_FILE
+        elif (out / REMOVED_FILE).exists():
+            (out / REMOVED_FILE).unlink()
+        card["fingerprint"] = fingerprint_files(written)
+    else:
+        card["fingerprint"] = None
+    metrics = {
+        "rows": len(train),
+        "heldout": len(heldout),
+        "read": read,
+        "dropped_holdout_overlap": dropped,
+        "removed_by_filters": len(removed),
+        "fingerprint": card["fingerprint"],
+    }
+    if not config.dry_run:
+        (out / CARD_FILE).write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n")
+        write_manifest(
+            out,
+            stage=config.name or "prepare_data",
+            kind="prepare_data",
+            config=to_plain(config),
+            init=None,
+            data_fingerprints={"output": card["fingerprint"]},
+            metrics=metrics,
+            timings={"seconds": round(time.time() - started, 3)},
+        )
+    _print_summary(card, out, config.dry_run)
+    if not train:
+        print_warning(f"{out / DATA_FILE}: no rows left after the filters; later stages cannot read it")
+    return metrics

@@ -1,0 +1,193 @@
+"""Where rows come from: `tiny:DOMAIN`, local json/jsonl/parquet files (or a folder of them), hub datasets.
+
+Every reader yields `(row number, raw row)` so that later errors can name the file and the row. The field
+mapping (`--map prompt=question,answer=solution`) renames source columns to the names the normalizer reads.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cascade_cli.errors import CascadeUsageError
+from cascade_cli.jsonl import iter_jsonl
+
+LOCAL_SUFFIXES: tuple[str, ...] = (".jsonl", ".json", ".parquet")
+RawRows = Iterator[tuple[int, dict[str, Any]]]
+
+
+@dataclass
+class Source:
+    """A parsed `--source`: kind is tiny | file | dir | hub."""
+
+    spec: str
+    kind: str
+    tiny_domain: str = ""
+    path: Path | None = None
+    files: list[Path] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.spec
+
+
+def parse_source(spec: str) -> Source:
+    spec = spec.strip()
+    if not spec:
+        raise CascadeUsageError(
+            "--source: empty (expected tiny:DOMAIN, a .jsonl/.json/.parquet file or a hub id)"
+        )
+    if spec.startswith("tiny:"):
+        return Source(spec, "tiny", tiny_domain=spec.split(":", 1)[1])
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.suffix in LOCAL_SUFFIXES and p.is_file())
+        if not files:
+            raise CascadeUsageError(f"{path}: directory holds no .jsonl, .json or .parquet files")
+        return Source(spec, "dir", path=path, files=files)
+    if path.is_file():
+        if path.suffix not in LOCAL_SUFFIXES:
+            raise CascadeUsageError(
+                f"{path}: unsupported file type '{path.suffix or 'no suffix'}' (expected .jsonl, .json or .parquet)"
+            )
+        return Source(spec, "file", path=path, files=[path])
+    if path.suffix in LOCAL_SUFFIXES or spec.startswith((".", "/", "~")) or spec.count("/") > 1:
+        raise CascadeUsageError(f"{path}: file not found")
+    return Source(spec, "hub")
+
+
+def _iter_json_file(path: Path) -> RawRows:
+    """A .json file holding a list of objects (or {"data": [...]}) or, as many hub dumps do, JSON Lines."""
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        if error.msg == "Extra data":  # one object per line under a .json name
+            yield from iter_jsonl(path)
+            return
+        raise CascadeUsageError(
+            f"{path}: malformed JSON ({error.msg} at line {error.lineno} column {error.colno})"
+        ) from None
+    if isinstance(data, dict):
+        lists = [value for value in data.values() if isinstance(value, list)]
+        if "data" in data and isinstance(data["data"], list):
+            data = data["data"]
+        elif len(lists) == 1:
+            data = lists[0]
+        else:
+            data = [data]
+    if not isinstance(data, list):
+        raise CascadeUsageError(f"{path}: expected a list of JSON objects, found {type(data).__name__}")
+    for number, row in enumerate(data, start=1):
+        if not isinstance(row, dict):
+            raise CascadeUsageError(
+                f"{path}: row {number}: expected a JSON object, found {type(row).__name__}"
+            )
+        yield number, row
+
+
+def _iter_parquet_file(path: Path) -> RawRows:
+    try:
+        import pyarrow.parquet as pq
+
+        parquet = pq.ParquetFile(path)
+    except Exception as error:  # pyarrow raises several types for unreadable files
+        raise CascadeUsageError(
+            f"{path}: not a readable parquet file ({type(error).__name__}: {error})"
+        ) from None
+    number = 0
+    for batch in parquet.iter_batches(batch_size=4096):
+        for row in batch.to_pylist():
+            number += 1
+            yield number, row
+
+
+def iter_file_rows(path: Path) -> RawRows:
+    if path.suffix == ".jsonl":
+        return iter_jsonl(path)
+    if path.suffix == ".json":
+        return _iter_json_file(path)
+    return _iter_parquet_file(path)
+
+
+def count_file_rows(path: Path) -> int | None:
+    """Rows in a local file without parsing them (for the progress bar); None when unknown cheaply."""
+    if path.suffix == ".parquet":
+        try:
+            import pyarrow.parquet as pq
+
+            return pq.ParquetFile(path).metadata.num_rows
+        except Exception:
+            return None
+    if path.suffix == ".jsonl":
+        with path.open("rb") as handle:
+            return sum(1 for line in handle if line.strip())
+    return None
+
+
+def iter_hub_rows(
+    path: str,
+    split: str = "train",
+    subset: str | None = None,
+    data_files: list[str] | None = None,
+) -> RawRows:
+    """Rows of `datasets.load_dataset(path, subset, split=split, data_files=...)`.
+
+    `path` is a hub dataset id, or one of the `datasets` builders ("json", "parquet", "csv") with
+    `data_files`. Errors (not found, no network, bad split) become one usage line.
+    """
+    try:
+        import datasets
+    except ImportError as error:  # pragma: no cover - datasets is a core dependency
+        raise CascadeUsageError("hub sources need the `datasets` package (pip install datasets)") from error
+    try:
+        dataset = datasets.load_dataset(path, subset, split=split, data_files=data_files or None)
+    except Exception as error:  # datasets raises many unrelated types (FileNotFoundError, ConnectionError...)
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise CascadeUsageError(f"{path}: could not load dataset (split {split!r}): {first_line}") from None
+    if isinstance(dataset, datasets.DatasetDict):  # pragma: no cover - split is always given
+        raise CascadeUsageError(f"{path}: several splits ({', '.join(dataset)}); choose one with split=NAME")
+    for number, row in enumerate(dataset, start=1):
+        yield number, dict(row)
+
+
+def parse_field_map(text: str | None) -> dict[str, str]:
+    """`prompt=question,answer=solution` -> {"prompt": "question", "answer": "solution"} (canonical=source)."""
+    if not text:
+        return {}
+    mapping: dict[str, str] = {}
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        target, sep, column = item.partition("=")
+        if not sep or not target.strip() or not column.strip():
+            raise CascadeUsageError(f"--map: expected NAME=COLUMN pairs separated by commas; found {item!r}")
+        mapping[target.strip()] = column.strip()
+    return mapping
+
+
+def apply_field_map(row: dict[str, Any], mapping: dict[str, str], where: str) -> dict[str, Any]:
+    """Copy each mapped source column to its canonical name; a missing column names itself and the row.
+
+    A column may be a dotted path into nested objects (`answer=meta.final`).
+    """
+    if not mapping:
+        return row
+    mapped = dict(row)
+    for target, column in mapping.items():
+        value: Any = row
+        for part in column.split("."):
+            if not isinstance(value, dict) or part not in value:
+                columns = ", ".join(sorted(row)) or "none"
+                raise CascadeUsageError(
+                    f"{where}: column '{column}' (mapped to '{target}') not found; columns: {columns}"
+                )
+            value = value[part]
+        if column in mapped and column != target and "." not in column:
+            del mapped[column]
+        mapped[target] = value
+    return mapped

@@ -1,0 +1,162 @@
+"""Prompt data for GRPO: loading and checking rows, choosing each prompt's mode, and the prompt sampler.
+
+The sampler walks the data in a seeded shuffled order, epoch after epoch. With epoch-level filtering
+(Nemotron-Cascade §1.5) each epoch's pass rates decide the next epoch's pool: prompts solved by none or all
+of their rollouts are dropped, and each dropped prompt re-enters a later epoch with probability `hard_p`
+(0% solved) or `easy_p` (100% solved). Its whole state is plain JSON, so a resumed run draws the same prompts.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+from cascade_cli.chat import prompt_messages, render_prompt
+from cascade_cli.errors import CascadeUsageError
+from cascade_cli.verifiers.base import RecordError, Verifier, parse_label
+
+
+def load_rows(path: str | Path, default_name: str = "data.jsonl") -> list[dict[str, Any]]:
+    """Canonical rows from a JSONL file, or from `default_name` inside a `cascade prepare-data` directory."""
+    path = Path(path)
+    if path.is_dir() and (path / default_name).is_file():
+        path = path / default_name
+    if not path.is_file():
+        raise CascadeUsageError(f"{path}: not found (expected a JSONL file or a directory with {default_name})")
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return pq.read_table(path).to_pylist()
+    from cascade_cli.jsonl import read_jsonl
+
+    return list(read_jsonl(path))
+
+
+def row_prompt(row: dict[str, Any]) -> str | list[dict[str, Any]]:
+    """A row's prompt: `prompt` (string or messages), else `messages` without the final assistant turn."""
+    if "prompt" in row:
+        return row["prompt"]
+    messages = list(row["messages"])
+    while messages and messages[-1].get("role") == "assistant":
+        messages.pop()
+    return messages
+
+
+def check_rows(rows: list[dict[str, Any]], verifier: Verifier | None, path: str | Path) -> None:
+    """Fail before training on a row without a prompt, or whose label the verifier cannot read."""
+    if not rows:
+        raise CascadeUsageError(f"{path}: no rows")
+    for number, row in enumerate(rows, start=1):
+        where = f"{path}: row {number}" + (
+            f" (id {row['id']!r})" if isinstance(row, dict) and "id" in row else ""
+        )
+        if not isinstance(row, dict):
+            raise CascadeUsageError(f"{where}: expected a JSON object, found {type(row).__name__}")
+        if "prompt" not in row and "messages" not in row:
+            raise CascadeUsageError(f"{where}: expected a 'prompt' or 'messages' field, found neither")
+        try:
+            prompt_messages(row_prompt(row))
+        except (TypeError, KeyError) as error:
+            raise CascadeUsageError(f"{where}: malformed prompt ({error})") from None
+        if verifier is None:
+            continue
+        try:
+            label = parse_label(row)
+        except RecordError as error:
+            raise CascadeUsageError(f"{where}: {error}") from None
+        problem = verifier.check_label(label)
+        if problem:
+            raise CascadeUsageError(f"{where}: label: {problem}")
+
+
+def prompt_mode(setting: str, row: dict[str, Any], position: int) -> str:
+    """think | no_think | half (even batch positions think, odd ones not) | row (the row's own `mode`)."""
+    if setting == "half":
+        return "think" if position % 2 == 0 else "no_think"
+    if setting == "row":
+        return row.get("mode") or "think"
+    return setting
+
+
+def render_row(row: dict[str, Any], mode: str) -> str:
+    return render_prompt(row_prompt(row), mode)
+
+
+class PromptSampler:
+    """Yields row indices: a seeded shuffle per epoch over the active pool (see the module docstring)."""
+
+    def __init__(
+        self,
+        n_rows: int,
+        seed: int,
+        epoch_filter: bool = False,
+        hard_p: float = 0.1,
+        easy_p: float = 0.01,
+    ) -> None:
+        self.n_rows = n_rows
+        self.seed = seed
+        self.epoch_filter = epoch_filter
+        self.hard_p = hard_p
+        self.easy_p = easy_p
+        self.epoch = 0
+        self.cursor = 0
+        self.dropped: dict[str, str] = {}  # row index (str, for JSON) -> "hard" | "easy"
+        self.stats: dict[str, list[int]] = {}  # this epoch: row index -> [passed rollouts, rollouts]
+        self.order = self._order()
+
+    def _order(self) -> list[int]:
+        rng = random.Random(f"{self.seed}:{self.epoch}")
+        pool = []
+        for index in range(self.n_rows):
+            kind = self.dropped.get(str(index))
+            if kind is None:
+                pool.append(index)
+            elif rng.random() < (self.hard_p if kind == "hard" else self.easy_p):
+                pool.append(index)  # re-enters this epoch; dropped again only if still 0% / 100%
+        if not pool:  # everything dropped: start over rather than stall
+            pool = list(range(self.n_rows))
+        rng.shuffle(pool)
+        return pool
+
+    def next(self) -> int:
+        if self.cursor >= len(self.order):
+            self._end_epoch()
+        index = self.order[self.cursor]
+        self.cursor += 1
+        return index
+
+    def record(self, index: int, passed: int, total: int) -> None:
+        entry = self.stats.setdefault(str(index), [0, 0])
+        entry[0] += passed
+        entry[1] += total
+
+    def _end_epoch(self) -> None:
+        if self.epoch_filter:
+            for index, (passed, total) in self.stats.items():
+                if total and passed == 0:
+                    self.dropped[index] = "hard"
+                elif total and passed == total:
+                    self.dropped[index] = "easy"
+                else:
+                    self.dropped.pop(index, None)
+        self.stats = {}
+        self.epoch += 1
+        self.cursor = 0
+        self.order = self._order()
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "epoch": self.epoch,
+            "cursor": self.cursor,
+            "dropped": dict(self.dropped),
+            "stats": {k: list(v) for k, v in self.stats.items()},
+            "order": list(self.order),
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.epoch = state["epoch"]
+        self.cursor = state["cursor"]
+        self.dropped = dict(state["dropped"])
+        self.stats = {k: list(v) for k, v in state["stats"].items()}
+        self.order = list(state["order"])

@@ -1,0 +1,274 @@
+"""Run a stage on OpenRLHF over Ray: validate, convert the data, submit each job, stream its logs, record
+the job ids and the output in the stage manifest. The output directory is the next stage's `init`.
+
+A dry run (`dry_run=true`, `--dry-run`) prints the commands and touches nothing: no files, no Ray, no torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from cascade_cli.chat import CHAT_TEMPLATE
+from cascade_cli.checkpoint import read_manifest, write_manifest
+from cascade_cli.config.structure import to_plain
+from cascade_cli.console import console, print_warning
+from cascade_cli.engines.openrlhf.argv import (
+    OpenRLHFJob,
+    converted_data_path,
+    phase_data_path,
+    phase_samples,
+    stage_jobs,
+)
+from cascade_cli.engines.openrlhf.data import convert_stage_data, stage_mode, write_phase_files
+from cascade_cli.errors import CascadeRunError, CascadeUsageError
+from cascade_cli.tiny import is_tiny_spec, resolve_model
+
+LOG_DIR = "openrlhf_logs"
+TAIL_LINES = 40
+FOLLOW_RETRIES = 20
+# `ray job status` prints "Job 'ID' succeeded" / "failed" / "was stopped" when done, else "Status for job 'ID': RUNNING".
+_DONE = re.compile(r"Job '[^']*' (succeeded|failed|was stopped)")
+_STATUS = re.compile(r"Status for job '[^']*': ([A-Z]+)")
+_DONE_STATUS = {"succeeded": "SUCCEEDED", "failed": "FAILED", "was stopped": "STOPPED"}
+
+EntrypointOverride = Callable[[OpenRLHFJob], list[str]]
+
+
+def conversion_command(config: Any) -> list[str]:
+    argv = [
+        "python3",
+        "-m",
+        "cascade_cli.engines.openrlhf.data",
+        config.kind,
+        str(Path(config.data).resolve()),
+        str(converted_data_path(config)),
+    ]
+    mode = stage_mode(config)
+    if mode:
+        argv += ["--mode", mode]
+    if config.kind == "rlvr" and getattr(config, "domain", None):
+        argv += ["--domain", str(config.domain)]
+    if config.kind == "reward_model" and not getattr(config, "strip_thinking", True):
+        argv += ["--keep-thinking"]
+    if config.kind in ("rlvr", "rlhf"):
+        argv += ["--phase-samples", ",".join(map(str, phase_samples(config))), "--seed", str(config.seed)]
+    return argv
+
+
+def plan_commands(config: Any) -> list[str]:
+    """Shell lines for the stage: the data conversion, then each OpenRLHF job (notes as comments)."""
+    lines = [shlex.join(conversion_command(config))]
+    for job in stage_jobs(config):
+        lines += [f"# note: {note}" for note in job.notes]
+        lines.append(job.shell())
+    return lines
+
+
+def ray_cli() -> str:
+    found = shutil.which("ray") or str(Path(sys.executable).with_name("ray"))
+    if not Path(found).exists():
+        raise CascadeUsageError(
+            "engine openrlhf: the `ray` command was not found (pip install 'ray[default]')"
+        )
+    return found
+
+
+def _job_id(name: str) -> str:
+    return "cascade-" + re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-") + f"-{int(time.time() * 1000)}"
+
+
+def _run(argv: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "RAY_ADDRESS": ""})
+
+
+def submit_job(job: OpenRLHFJob, entrypoint: list[str], job_id: str) -> None:
+    ray = ray_cli()
+    separator = job.submit.index("--")
+    argv = [ray, *job.submit[1:separator], "--submission-id", job_id, "--no-wait", "--", *entrypoint]
+    result = _run(argv)
+    if result.returncode != 0:
+        tail = (result.stderr or result.stdout).strip().splitlines()[-TAIL_LINES:]
+        raise CascadeRunError(f"job {job.name}: `ray job submit` failed:\n" + "\n".join(tail))
+
+
+def follow_logs(address: str, job_id: str, log_path: Path) -> deque[str]:
+    """Stream `ray job logs --follow` to the console and to `log_path`; returns the last lines."""
+    tail: deque[str] = deque(maxlen=TAIL_LINES)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    argv = [ray_cli(), "job", "logs", "--address", address, "--follow", job_id]
+    with (
+        log_path.open("a", encoding="utf-8") as sink,
+        subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "RAY_ADDRESS": ""},
+        ) as process,
+    ):
+        assert process.stdout is not None
+        for line in process.stdout:
+            sink.write(line)
+            sink.flush()
+            tail.append(line.rstrip("\n"))
+            console.print(f"[dim]{job_id}[/] {line.rstrip()}", markup=True, highlight=False)
+    return tail
+
+
+def job_status(address: str, job_id: str, attempts: int = 10) -> str:
+    """The job's final status (SUCCEEDED, FAILED, STOPPED); waits while it is still PENDING / RUNNING."""
+    status = "UNKNOWN"
+    for _ in range(attempts):
+        result = _run([ray_cli(), "job", "status", "--address", address, job_id])
+        text = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout + result.stderr)
+        done, current = _DONE.findall(text), _STATUS.findall(text)
+        status = _DONE_STATUS[done[-1]] if done else (current[-1] if current else "UNKNOWN")
+        if status not in ("PENDING", "RUNNING"):
+            return status
+        time.sleep(1)
+    return status
+
+
+def init_template_warning(config: Any) -> str | None:
+    """RL stages render prompts with the init checkpoint's own chat template (train_ppo_ray has no flag to
+    override it): warn when a local init carries another template than ours."""
+    if config.kind not in ("rlvr", "rlhf"):
+        return None
+    init = Path(str(config.init))
+    candidates = [init / "chat_template.jinja", init / "tokenizer_config.json"]
+    for path in candidates:
+        if not path.is_file():
+            continue
+        text = path.read_text()
+        template = text if path.suffix == ".jinja" else json.loads(text).get("chat_template")
+        if template and template != CHAT_TEMPLATE:
+            return (
+                f"{init}: its tokenizer's chat template is not cascade's (/think, /no_think); OpenRLHF renders "
+                "RL prompts with it. Start RL from a cascade SFT output (its tokenizer carries ours)."
+            )
+        if template:
+            return None
+    return None
+
+
+def completed_jobs(out: Path) -> dict[str, dict[str, Any]]:
+    """Jobs an earlier run of this stage finished (from its manifest), by name."""
+    earlier = read_manifest(out) or {}
+    return {job["name"]: job for job in earlier.get("openrlhf_jobs", []) if job.get("status") == "SUCCEEDED"}
+
+
+def run_openrlhf_stage(config: Any, entrypoint_override: EntrypointOverride | None = None) -> dict[str, Any]:
+    """Validate, then (unless dry_run) convert the data and run the stage's jobs in order.
+
+    `entrypoint_override` replaces what each job runs on the cluster (the submission, log streaming and
+    manifest stay real); tests use it to let a CPU stand-in play the trainer.
+    """
+    stage_jobs(config)  # refuse bad flags, clusters and reward sources before anything is written
+    if config.dry_run:
+        commands = plan_commands(config)
+        for line in commands:
+            print(line)
+        return {"dry_run": True, "commands": commands}
+
+    if is_tiny_spec(str(config.init)):
+        resolve_model(str(config.init))  # build the embedded tiny model where model_ref points
+    warning = init_template_warning(config)
+    if warning:
+        print_warning(warning)
+    out = Path(config.out).resolve()
+    data_path = converted_data_path(config)
+    started = time.time()
+    rows = convert_stage_data(config, data_path)
+    jobs = stage_jobs(config)
+    if config.kind in ("rlvr", "rlhf"):
+        samples = phase_samples(config)
+        write_phase_files(
+            data_path, samples, [phase_data_path(config, k) for k in range(len(samples))], config.seed
+        )
+    plain = to_plain(config)
+    records: list[dict[str, Any]] = []
+
+    def manifest(status: str, extra: dict[str, Any] | None = None) -> None:
+        write_manifest(
+            out,
+            stage=config.name or config.kind,
+            kind=config.kind,
+            config=plain,
+            init=str(config.init),
+            metrics={"jobs": len(records), "rows": rows},
+            status=status,
+            timings={"seconds": round(time.time() - started, 2)},
+            extra={
+                "engine": "openrlhf",
+                "output_dir": str(out),
+                "openrlhf_data": str(data_path),
+                "openrlhf_jobs": records,
+                **(extra or {}),
+            },
+        )
+
+    done = completed_jobs(out)
+    for job in jobs:
+        earlier = done.get(job.name)
+        if earlier and earlier.get("command") == job.argv and (Path(job.output_dir) / "config.json").is_file():
+            records.append({**earlier, "reused": True})  # a rerun continues after the last finished phase
+            console.print(f"[dim]skip[/] {job.name}: job {earlier['job_id']} already produced {job.output_dir}")
+            continue
+        for note in job.notes:
+            print_warning(f"{job.name}: {note}")
+        job_id = _job_id(job.name)
+        address = job.submit[job.submit.index("--address") + 1]
+        log_path = out / LOG_DIR / f"{job_id}.log"
+        record = {
+            "name": job.name,
+            "job_id": job_id,
+            "output_dir": job.output_dir,
+            "init": job.init,
+            "log": str(log_path),
+            "command": job.argv,
+            "status": "SUBMITTED",
+        }
+        records.append(record)
+        manifest("running")
+        entrypoint = entrypoint_override(job) if entrypoint_override else job.entrypoint
+        submit_job(job, entrypoint, job_id)
+        console.print(f"submitted [bold]{job_id}[/] ({job.name}); logs: {log_path}")
+        try:
+            tail = follow_logs(address, job_id, log_path)
+            record["status"] = job_status(address, job_id)
+            for _ in range(FOLLOW_RETRIES):  # the log stream can drop while the job still runs: follow again
+                if record["status"] not in ("PENDING", "RUNNING"):
+                    break
+                tail.extend(follow_logs(address, job_id, log_path))
+                record["status"] = job_status(address, job_id)
+        except KeyboardInterrupt:
+            record["status"] = "DETACHED"
+            manifest("interrupted")
+            print_warning(
+                f"{job_id} keeps running on the cluster; stop it with: ray job stop --address {address} {job_id}"
+            )
+            raise
+        if record["status"] != "SUCCEEDED":
+            record["last_log_lines"] = list(tail)
+            manifest("failed")
+            raise CascadeRunError(
+                f"stage {config.name or config.kind}: OpenRLHF job {job_id} ({job.name}) ended {record['status']}; "
+                f"last log lines:\n" + "\n".join(tail)
+            )
+    if not (out / "config.json").is_file():
+        print_warning(
+            f"{out}: no config.json after the jobs; is {out.parent} on a filesystem the cluster shares?"
+        )
+    manifest("completed")
+    return {"jobs": len(records), "job_ids": [record["job_id"] for record in records], "output_dir": str(out)}

@@ -1,0 +1,388 @@
+"""GRPO trainer: the loss, advantages, sampler, filters, rewards, CLI, checkpoint and resume."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from cascade_cli import verifiers
+from cascade_cli.checkpoint import read_manifest, read_metrics
+from cascade_cli.config.grpo import PhaseConfig, RLVRConfig
+from cascade_cli.engines.local.grpo import group_advantages, grpo_loss, response_logits, run_rlvr
+from cascade_cli.engines.local.rl_data import PromptSampler, prompt_mode
+from cascade_cli.jsonl import write_jsonl
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_grpo_support import build_model_dir, toy_rows  # noqa: E402
+
+TIME_KEYS = {
+    "tokens_per_s",
+    "time_generate",
+    "time_verify",
+    "time_verify_wait",
+    "time_train",
+    "time_sync",
+    "time_step",
+}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def toy_verifier(monkeypatch):
+    """Stand the dense toy verifier in for `math` (restored after the test)."""
+    monkeypatch.setitem(verifiers._REGISTRY, "math", "test_grpo_support:LetterVerifier")
+    monkeypatch.setenv("CASCADE_THREADS", "1")
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory) -> Path:
+    return build_model_dir(tmp_path_factory.mktemp("grpo") / "tiny", seed=0)
+
+
+def toy_config(tmp_path: Path, tiny_dir: Path, **overrides) -> RLVRConfig:
+    overrides.pop("kinds", None)
+    train, heldout = tmp_path / "train.jsonl", tmp_path / "heldout.jsonl"
+    write_jsonl(train, toy_rows(32, seed=0))
+    write_jsonl(heldout, toy_rows(8, seed=1))
+    values = dict(
+        domain="math",
+        init=str(tiny_dir),
+        data=str(train),
+        out=str(tmp_path / "out"),
+        steps=2,
+        prompts_per_step=4,
+        group_size=4,
+        max_response_len=8,
+        truncated_reward=None,
+        mode="no_think",
+        lr=3e-3,
+        seed=0,
+    )
+    values.update(overrides)
+    return RLVRConfig(**values)
+
+
+# ---- the loss --------------------------------------------------------------------------------------------
+
+
+def test_loss_is_token_level_reinforce_with_ratio_one():
+    torch.manual_seed(0)
+    logits = torch.randn(2, 3, 5, requires_grad=True)
+    tokens = torch.tensor([[1, 2, 3], [4, 0, 0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
+    advantages = torch.tensor([0.5, -2.0])
+    loss, stats = grpo_loss(logits, tokens, mask, advantages, total_tokens=4)
+    logprobs = logits.log_softmax(-1).gather(-1, tokens[..., None]).squeeze(-1)
+    expected = -(advantages[:, None] * logprobs * mask).sum() / 4  # REINFORCE; every token weighs the same
+    assert float(loss.detach()) == pytest.approx(float(-(advantages[:, None] * mask).sum() / 4))  # ratio == 1
+    (grad,) = torch.autograd.grad(loss, logits)
+    (expected_grad,) = torch.autograd.grad(expected, logits)
+    assert torch.allclose(grad, expected_grad)
+    assert grad[1, 1:].abs().sum() == 0  # masked tokens carry no gradient
+    assert stats["entropy_sum"] > 0
+
+
+def test_loss_k3_kl_and_entropy_bonus():
+    torch.manual_seed(1)
+    logits = torch.randn(1, 4, 6)
+    tokens = torch.tensor([[0, 1, 2, 3]])
+    mask = torch.ones(1, 4)
+    logprobs = logits.log_softmax(-1).gather(-1, tokens[..., None]).squeeze(-1)
+    base, _ = grpo_loss(logits, tokens, mask, torch.zeros(1), 4)
+    same, stats = grpo_loss(logits, tokens, mask, torch.zeros(1), 4, ref_logprobs=logprobs, kl_coef=0.5)
+    assert float(same) == pytest.approx(float(base)) and stats["kl_sum"] == pytest.approx(0.0, abs=1e-6)
+    shifted, stats = grpo_loss(
+        logits, tokens, mask, torch.zeros(1), 4, ref_logprobs=logprobs - 1.0, kl_coef=0.5
+    )
+    k3 = torch.exp(torch.tensor(-1.0)) + 1.0 - 1.0  # exp(r) - r - 1 at r = -1
+    assert float(shifted) == pytest.approx(0.5 * float(k3), rel=1e-5)
+    with_bonus, _ = grpo_loss(logits, tokens, mask, torch.zeros(1), 4, entropy_coef=0.1)
+    entropy = -(logits.log_softmax(-1).exp() * logits.log_softmax(-1)).sum(-1).mean()
+    assert float(with_bonus) == pytest.approx(-0.1 * float(entropy), rel=1e-5)
+
+
+def test_group_advantages_z_score_and_masking():
+    advantages = group_advantages([1.0, 0.0, 0.0, 1.0], [True] * 4, eps=1e-6)
+    rewards = torch.tensor([1.0, 0.0, 0.0, 1.0])
+    expected = (rewards - rewards.mean()) / (rewards.std() + 1e-6)
+    assert advantages == pytest.approx(expected.tolist())
+    assert group_advantages([1.0, 1.0, 1.0], [True] * 3, 1e-6) == [0.0, 0.0, 0.0]
+    masked = group_advantages([1.0, 0.0, 5.0], [True, True, False], 1e-6)
+    assert masked[2] == 0.0 and masked[0] == pytest.approx(-masked[1])
+
+
+def test_shared_prompt_logits_equal_full_sequence_forward_with_gradients(tiny_dir):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir, dtype=torch.float32)
+    short, long = [5, 6, 7], [8, 9, 10, 11, 12, 13]
+    micro = [(short, [20, 21, 22, 1], 1.0, True), (short, [23], -1.0, True), (long, [24, 25], 0.5, False)]
+    logits, tokens, mask, _ = response_logits(model, micro, 0.7, pad=0, device="cpu")
+    assert mask.tolist() == [[1, 1, 1, 1], [1, 0, 0, 0], [0, 0, 0, 0]]
+    (logits * mask[..., None]).sum().backward()
+    shared_grad = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    total = 0
+    for row, (prompt, response, *_) in enumerate(micro):
+        full = model(input_ids=torch.tensor([prompt + response])).logits[0, len(prompt) - 1 : -1] / 0.7
+        assert torch.allclose(logits[row, : len(response)], full, atol=1e-4)
+        total = total + full.sum() * float(mask[row, 0])
+    total.backward()
+    for name, param in model.named_parameters():
+        if name in shared_grad:
+            assert torch.allclose(shared_grad[name], param.grad, atol=1e-4), name
+
+
+# ---- prompt sampling -------------------------------------------------------------------------------------
+
+
+def test_sampler_covers_each_epoch_and_resumes_exactly():
+    sampler = PromptSampler(10, seed=3)
+    first_epoch = [sampler.next() for _ in range(10)]
+    assert sorted(first_epoch) == list(range(10))
+    state = json.loads(json.dumps(sampler.state()))
+    ahead = [sampler.next() for _ in range(15)]
+    restored = PromptSampler(10, seed=3)
+    restored.load_state(state)
+    assert [restored.next() for _ in range(15)] == ahead
+
+
+def test_epoch_filter_drops_solved_and_unsolved_prompts_and_readds_at_their_rates():
+    n = 3000
+    sampler = PromptSampler(n, seed=0, epoch_filter=True, hard_p=0.1, easy_p=0.01)
+    for _ in range(n):
+        index = sampler.next()
+        passed = {0: 0, 1: 8}.get(index % 3, 4)  # a third unsolved, a third solved, a third informative
+        sampler.record(index, passed, 8)
+    sampler.next()  # starts epoch 1
+    pool = set(sampler.order)
+    hard = sum(1 for i in pool if i % 3 == 0) / (n / 3)
+    easy = sum(1 for i in pool if i % 3 == 1) / (n / 3)
+    assert sum(1 for i in pool if i % 3 == 2) == n // 3
+    assert 0.06 < hard < 0.14 and easy < 0.03
+    assert sampler.dropped[str(0)] == "hard" and sampler.dropped[str(1)] == "easy"
+
+
+def test_prompt_modes():
+    row = {"mode": "no_think"}
+    assert [prompt_mode("half", row, i) for i in range(4)] == ["think", "no_think", "think", "no_think"]
+    assert prompt_mode("row", row, 0) == "no_think" and prompt_mode("think", row, 1) == "think"
+
+
+# ---- training runs ---------------------------------------------------------------------------------------
+
+
+def test_rlvr_cli_trains_logs_and_writes_a_checkpoint(tmp_path, tiny_dir, toy_verifier, cli):
+    config = toy_config(tmp_path, tiny_dir)
+    result = cli(
+        [
+            "rlvr",
+            "--domain",
+            "math",
+            "--init",
+            tiny_dir,
+            "--data",
+            config.data,
+            "--out",
+            config.out,
+            "--eval-data",
+            tmp_path / "heldout.jsonl",
+            "steps=2",
+            "prompts_per_step=4",
+            "group_size=4",
+            "max_response_len=8",
+            "truncated_reward=null",
+            "mode=no_think",
+        ]
+    )
+    assert result.exit_code == 0, result.output
+    out = Path(config.out)
+    metrics = read_metrics(out)
+    assert [m["step"] for m in metrics] == [1, 2]
+    for key in (
+        "reward_mean",
+        "reward_std",
+        "pass_rate",
+        "groups_filtered_frac",
+        "response_len_mean",
+        "response_len_max",
+        "truncation_ratio",
+        "entropy",
+        "grad_norm",
+        "tokens_per_s",
+        "time_generate",
+        "time_verify",
+        "time_train",
+        "time_sync",
+    ):
+        assert key in metrics[0], key
+    assert metrics[0]["grad_norm"] > 0 and 0 < metrics[0]["reward_mean"] < 1
+    manifest = read_manifest(out)
+    assert manifest["kind"] == "rlvr" and manifest["status"] == "completed"
+    assert manifest["config"]["domain"] == "math" and manifest["init"] == str(tiny_dir)
+    assert set(manifest["data_fingerprints"]) == {"data", "eval_data"}
+    assert {"heldout_accuracy_before", "heldout_accuracy_after"} <= set(manifest["metrics"])
+    from transformers import AutoModelForCausalLM
+
+    trained = AutoModelForCausalLM.from_pretrained(out)
+    initial = AutoModelForCausalLM.from_pretrained(tiny_dir)
+    assert any(not torch.equal(a, b) for a, b in zip(trained.parameters(), initial.parameters(), strict=True))
+
+
+def test_bad_label_fails_before_training_naming_the_row(tmp_path, tiny_dir, cli):
+    rows = [
+        {"id": "ok", "domain": "math", "prompt": "1+1?", "label": {"answer": "2"}},
+        {"id": "broken", "domain": "math", "prompt": "2+2?", "label": {"solution": 4}},
+    ]
+    data = tmp_path / "bad.jsonl"
+    write_jsonl(data, rows)
+    result = cli(["rlvr", "--domain", "math", "--init", tiny_dir, "--data", data, "--out", tmp_path / "out"])
+    assert result.exit_code == 2
+    assert "bad.jsonl: row 2" in result.output and "broken" in result.output
+    assert not (tmp_path / "out" / "metrics.jsonl").exists()
+
+
+def test_unknown_key_and_domain_are_usage_errors(tmp_path, tiny_dir, cli):
+    data = tmp_path / "d.jsonl"
+    write_jsonl(data, toy_rows(2))
+    result = cli(
+        [
+            "rlvr",
+            "--domain",
+            "math",
+            "--init",
+            tiny_dir,
+            "--data",
+            data,
+            "--out",
+            tmp_path / "o",
+            "group_sizes=4",
+        ]
+    )
+    assert result.exit_code == 2 and "group_sizes" in result.output
+    result = cli(["rlvr", "--domain", "poetry", "--init", tiny_dir, "--data", data, "--out", tmp_path / "o"])
+    assert result.exit_code == 2 and "poetry" in result.output
+
+
+def test_verifier_error_scores_zero_and_the_run_continues(tmp_path, tiny_dir, toy_verifier, capsys):
+    config = toy_config(tmp_path, tiny_dir, steps=1)
+    rows = toy_rows(4) + [{"id": "explodes", "prompt": "Write boom.", "label": {"answer": "boom"}}]
+    write_jsonl(config.data, rows)
+    config.prompts_per_step = 5
+    summary = run_rlvr(config)
+    assert summary["steps"] == 1
+    assert read_metrics(config.out)[0]["verify_errors"] == 4  # one group of 4 rollouts
+    assert "explodes#0" in capsys.readouterr().err.replace("\n", "")
+
+
+def test_dynamic_filter_drops_uniform_groups_and_refills(tmp_path, tiny_dir, toy_verifier):
+    # Half the prompts ask for a letter the tokenizer cannot produce: their groups are all-zero.
+    config = toy_config(tmp_path, tiny_dir, steps=1, dynamic_filter=True, dynamic_filter_max_rounds=3)
+    rows = toy_rows(16) + [
+        {"id": f"never-{i}", "prompt": "Write ☃.", "label": {"answer": "☃"}} for i in range(16)
+    ]
+    write_jsonl(config.data, rows)
+    run_rlvr(config)
+    metrics = read_metrics(config.out)[0]
+    assert metrics["groups_filtered_frac"] > 0
+    assert metrics["zero_std_groups_frac"] == 0.0  # what is trained on carries signal
+
+
+def test_overlong_filter_masks_truncated_responses(tmp_path, tiny_dir, toy_verifier):
+    # A random model rarely stops within 4 tokens. The same seed gives both runs the same first rollouts.
+    masked = toy_config(tmp_path, tiny_dir, steps=1, max_response_len=4, overlong_filter=True)
+    run_rlvr(masked)
+    masked = read_metrics(masked.out)[0]
+    zeroed = toy_config(
+        tmp_path,
+        tiny_dir,
+        steps=1,
+        max_response_len=4,
+        overlong_filter=False,
+        truncated_reward=0.0,
+        out=str(tmp_path / "out2"),
+    )
+    run_rlvr(zeroed)
+    zeroed = read_metrics(zeroed.out)[0]
+    assert masked["truncation_ratio"] == zeroed["truncation_ratio"] > 0.5
+    all_tokens = zeroed["response_len_mean"] * 16
+    assert zeroed["loss_tokens"] == pytest.approx(all_tokens)
+    assert masked["loss_tokens"] < all_tokens * (1 - masked["truncation_ratio"]) * 4 + 1e-9
+    assert zeroed["reward_mean"] < masked["reward_mean"] or masked["reward_mean"] == 0
+
+
+def test_phases_schedule_length_and_temperature(tmp_path, tiny_dir, toy_verifier):
+    config = toy_config(
+        tmp_path,
+        tiny_dir,
+        steps=99,
+        phases=[
+            PhaseConfig(steps=1, max_response_len=4, temperature=1.2, overlong_filter=True),
+            PhaseConfig(steps=1, max_response_len=6, temperature=0.8),
+        ],
+    )
+    run_rlvr(config)
+    first, second = read_metrics(config.out)
+    assert (first["max_response_len"], first["temperature"], first["phase"]) == (4, 1.2, 0)
+    assert (second["max_response_len"], second["temperature"], second["phase"]) == (6, 0.8, 1)
+    assert second["response_len_max"] <= 6
+    assert first["loss_tokens"] < first["response_len_mean"] * 16  # phase 1 masks truncated responses
+    assert second["loss_tokens"] == pytest.approx(second["response_len_mean"] * 16)  # phase 2 does not
+
+
+def test_resume_after_a_crash_reproduces_the_uninterrupted_run(tmp_path, tiny_dir, toy_verifier, monkeypatch):
+    from cascade_cli.engines.local import rl_rewards
+
+    settings = dict(steps=4, save_every=2, epoch_filter=True)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    straight = toy_config(tmp_path / "a", tiny_dir, **settings)
+    run_rlvr(straight)
+
+    crashing = toy_config(tmp_path / "b", tiny_dir, **settings)
+    calls = {"n": 0}
+    real_score = rl_rewards.VerifierReward.score
+
+    def score_then_die(self, records):
+        calls["n"] += 1
+        if calls["n"] == 4:  # during step 4, after the step-2 checkpoint and the step-3 metrics line
+            raise KeyboardInterrupt
+        return real_score(self, records)
+
+    monkeypatch.setattr(rl_rewards.VerifierReward, "score", score_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        run_rlvr(crashing)
+    assert [m["step"] for m in read_metrics(crashing.out)] == [1, 2, 3]
+    monkeypatch.setattr(rl_rewards.VerifierReward, "score", real_score)
+    run_rlvr(crashing)
+
+    def learning(metrics):
+        return [{k: v for k, v in m.items() if k not in TIME_KEYS} for m in metrics]
+
+    assert learning(read_metrics(crashing.out)) == learning(read_metrics(straight.out))
+    from transformers import AutoModelForCausalLM
+
+    a = AutoModelForCausalLM.from_pretrained(straight.out).state_dict()
+    b = AutoModelForCausalLM.from_pretrained(crashing.out).state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_rewards_rise_on_the_toy_task(tmp_path, tiny_dir, toy_verifier):
+    """The learning signal works end to end: 8 steps on the dense toy reward raise it clearly."""
+    config = toy_config(
+        tmp_path, tiny_dir, steps=8, prompts_per_step=4, group_size=8, max_response_len=8, lr=1e-2, kinds=None
+    )
+    run_rlvr(config)
+    rewards = [m["reward_mean"] for m in read_metrics(config.out)]
+    assert sum(rewards[-2:]) / 2 > sum(rewards[:2]) / 2 + 0.15, rewards

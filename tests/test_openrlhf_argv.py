@@ -1,0 +1,425 @@
+"""Every OpenRLHF command we emit is parsed by OpenRLHF 0.11.2's OWN argparse and validation statements,
+built from its real `openrlhf/cli/*.py` source (flagset.parse_like_openrlhf), and bad input is refused
+before submission."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+from omegaconf import MISSING
+
+from cascade_cli.chat import CHAT_TEMPLATE
+from cascade_cli.config.common import ClusterConfig, StageConfig
+from cascade_cli.config.sft import SFTConfig
+from cascade_cli.engines.openrlhf import flagset
+from cascade_cli.engines.openrlhf.argv import stage_jobs
+from cascade_cli.engines.openrlhf.validate import validate_args
+from cascade_cli.errors import CascadeRunError, CascadeUsageError
+
+pytest.importorskip("openrlhf", reason="the real OpenRLHF source: pip install --no-deps openrlhf==0.11.2")
+
+
+@dataclass
+class Phase:
+    steps: int = MISSING
+    max_response_len: Optional[int] = None  # noqa: UP045 (OmegaConf reads Optional, not X | None)
+    temperature: Optional[float] = None  # noqa: UP045
+    overlong_filter: Optional[bool] = None  # noqa: UP045
+
+
+@dataclass
+class RLStage(StageConfig):
+    """The GRPO stage fields the builder reads, under the names of config/grpo.py's GRPOConfig / RLVRConfig
+    (and the RLHF config's `reward_model`). Tests run on the real classes too once they are on this branch;
+    until then this stands in for them (it is no model of their behaviour, only of their field names)."""
+
+    kind: str = "rlvr"
+    data: str = "data.jsonl"
+    domain: str = "math"
+    mode: Optional[str] = None  # noqa: UP045
+    reward_model: Optional[str] = None  # noqa: UP045
+    steps: int = 40
+    phases: list[Phase] = field(default_factory=list)
+    prompts_per_step: int = 128
+    group_size: int = 8
+    max_prompt_len: int = 2048
+    max_response_len: int = 8192
+    temperature: float = 1.0
+    top_p: float = 0.95
+    top_k: int = -1
+    overlong_filter: bool = False
+    truncated_reward: Optional[float] = 0.0  # noqa: UP045
+    dynamic_filter: bool = False
+    epoch_filter: bool = False
+    lr: float = 2e-6
+    weight_decay: float = 0.0
+    beta1: float = 0.9
+    beta2: float = 0.95
+    max_grad_norm: float = 1.0
+    kl_coef: float = 0.0
+    entropy_coef: float = 0.0
+    loss_aggregation: str = "token"  # RLHFConfig's stabiliser knob
+    reward_shaping: str = "none"
+    save_every: int = 0
+    tensorboard: bool = False
+
+
+@dataclass
+class RMStage(StageConfig):
+    """Stand-in for the reward-model stage config (not on main yet): the fields the builder reads."""
+
+    kind: str = "reward_model"
+    data: str = MISSING
+    max_seq_len: int = 2048
+    batch_size: int = 128
+    epochs: float = 1.0
+    lr: float = 2e-6
+    save_every: int = 0
+
+
+def cluster(**values: Any) -> ClusterConfig:
+    base = {
+        "nodes": 2,
+        "gpus_per_node": 8,
+        "vllm_engines": 16,
+        "reward_urls": ["http://10.0.0.5:5000/get_reward"],
+    }
+    return ClusterConfig(**{**base, **values})
+
+
+def rl_stage(tmp_path: Path, **values: Any) -> RLStage:
+    base = {
+        "engine": "openrlhf",
+        "init": "Qwen/Qwen3-8B-Base",
+        "out": str(tmp_path / "math_rl"),
+        "name": "math_rl",
+        "cluster": cluster(),
+    }
+    return RLStage(**{**base, **values})
+
+
+def parse(job) -> Any:
+    try:
+        return flagset.parse_like_openrlhf(job.cli, job.args)
+    except SystemExit as error:  # argparse's way to refuse a flag
+        pytest.fail(f"OpenRLHF's argparse refused {job.name}: exit {error.code}: {job.args}")
+
+
+def test_shipped_flag_set_equals_the_installed_source():
+    assert flagset.shipped_flag_sets() == json.loads(json.dumps(flagset.installed_flag_sets()))
+    assert flagset.shipped_flag_sets()["openrlhf_version"] == flagset.OPENRLHF_VERSION
+
+
+def test_sft_command_is_parsed_by_openrlhf(tmp_path):
+    config = SFTConfig(
+        engine="openrlhf",
+        data="d.jsonl",
+        init="Qwen/Qwen3-8B-Base",
+        out=str(tmp_path / "sft"),
+        max_seq_len=16384,
+        batch_size=256,
+        lr=5e-5,
+        cluster=cluster(nodes=4),
+    )
+    [job] = stage_jobs(config)
+    args = parse(job)
+    assert job.entrypoint[:8] == [
+        "deepspeed",
+        "--num_nodes",
+        "4",
+        "--num_gpus",
+        "8",
+        "--module",
+        "openrlhf.cli.train_sft",
+        "--model.model_name_or_path",
+    ]
+    assert job.argv[:3] == ["ray", "job", "submit"] and job.argv[job.argv.index("--") + 1] == "deepspeed"
+    assert args.model.model_name_or_path == "Qwen/Qwen3-8B-Base"
+    assert args.data.max_len == 16384 and args.train.batch_size == 256 and args.adam.lr == 5e-5
+    assert args.data.multiturn and args.data.apply_chat_template and args.data.input_key == "messages"
+    assert args.data.dataset == str(tmp_path / "sft" / "openrlhf_data" / "train.jsonl")
+    assert args.ckpt.output_dir == str(tmp_path / "sft") and args.ckpt.save_hf
+    assert tuple(args.adam.betas) == (0.9, 0.95) and args.min_lr_ratio == 0.0
+    assert args.data.tokenizer_chat_template == CHAT_TEMPLATE
+
+
+def test_reward_model_command_is_parsed_by_openrlhf(tmp_path):
+    config = RMStage(
+        engine="openrlhf",
+        init="Qwen/Qwen2.5-72B-Instruct",
+        out=str(tmp_path / "rm"),
+        data="p.jsonl",
+        batch_size=256,
+        max_seq_len=8192,
+    )
+    [job] = stage_jobs(config)
+    args = parse(job)
+    assert job.entrypoint[6] == "openrlhf.cli.train_rm"
+    assert (args.data.prompt_key, args.data.chosen_key, args.data.rejected_key) == (
+        "prompt",
+        "chosen",
+        "rejected",
+    )
+    assert args.train.batch_size == 256 and args.data.max_len == 8192 and args.train.max_epochs == 1
+
+
+def rl_config_classes() -> list[type]:
+    classes: list[type] = [RLStage]
+    try:
+        from cascade_cli.config.grpo import RLVRConfig
+
+        classes.append(RLVRConfig)
+    except ImportError:
+        pass
+    return classes
+
+
+@pytest.mark.parametrize("config_class", rl_config_classes(), ids=lambda c: c.__name__)
+def test_rlvr_command_is_the_papers_grpo(tmp_path, config_class):
+    config = config_class(
+        engine="openrlhf",
+        init="runs/x/if_rl",
+        out=str(tmp_path / "math_rl"),
+        name="math_rl",
+        data="d.jsonl",
+        domain="math",
+        steps=100,
+        prompts_per_step=128,
+        group_size=8,
+        max_response_len=24576,
+        temperature=1.0,
+        top_p=0.95,
+        lr=2e-6,
+        cluster=cluster(),
+    )
+    [job] = stage_jobs(config)
+    args = parse(job)
+    assert job.entrypoint[:3] == ["python3", "-m", "openrlhf.cli.train_ppo_ray"]
+    assert job.argv[:4] == ["ray", "job", "submit", "--address"] and "--runtime-env-json" in job.argv
+    assert args.actor.model_name_or_path == str(Path("runs/x/if_rl").resolve())
+    assert args.algo.advantage.estimator == "group_norm" and args.algo.kl.init_coef == 0
+    assert args.actor.loss_agg_mode == "token-mean" and not args.algo.kl.use_loss
+    # Strictly on-policy: one optimizer step per rollout batch.
+    assert args.train.batch_size == args.rollout.batch_size * args.rollout.n_samples_per_prompt == 1024
+    assert args.train.max_epochs == 1
+    assert args.rollout.max_new_tokens == 24576 and args.data.max_len == config.max_prompt_len + 24576
+    assert args.rollout.temperature == 1.0 and args.rollout.top_p == 0.95 and args.actor.adam.lr == 2e-6
+    assert args.reward.remote_url == ["http://10.0.0.5:5000/get_reward"]
+    assert (args.data.input_key, args.data.label_key, args.data.apply_chat_template) == (
+        "prompt",
+        "label",
+        True,
+    )
+    assert args.data.max_samples == 100 * 128 and args.train.num_episodes == 1
+    assert args.data.prompt_dataset == str(tmp_path / "math_rl" / "openrlhf_data" / "phase0.jsonl")
+    # Every role's GPUs come from the cluster config, not OpenRLHF's default of 8 per node on 1 node.
+    for role in ("actor", "ref", "reward", "critic"):
+        assert (getattr(args, role).num_nodes, getattr(args, role).num_gpus_per_node) == (2, 8)
+    assert args.train.colocate_all and args.vllm.num_engines == 16 and args.vllm.tensor_parallel_size == 1
+    assert args.reward.stop_properly_penalty_coef == 0.0  # truncated responses get reward 0 (filter off)
+    from transformers import SchedulerType
+
+    assert SchedulerType(args.actor.lr_scheduler)  # a name transformers' get_scheduler knows
+
+
+def test_dynamic_filtering_and_reward_func_file(tmp_path):
+    reward_file = tmp_path / "reward_func.py"
+    config = rl_stage(
+        tmp_path, domain="if", dynamic_filter=True, cluster=cluster(reward_urls=[str(reward_file)])
+    )
+    [job] = stage_jobs(config)
+    args = parse(job)
+    assert args.algo.dynamic_filtering_enable and tuple(args.algo.dynamic_filtering_range) == (0.0, 1.0)
+    assert args.reward.remote_url == [str(reward_file)]
+
+
+def test_length_schedule_is_consecutive_jobs_chained_by_checkpoint(tmp_path):
+    schedule = [Phase(190, 24576, 1.0, True), Phase(240, 32768, 1.0, False), Phase(70, 40960, 0.8, False)]
+    jobs = stage_jobs(rl_stage(tmp_path, phases=schedule))
+    parsed = [parse(job) for job in jobs]
+    assert [a.rollout.max_new_tokens for a in parsed] == [24576, 32768, 40960]
+    assert [a.rollout.temperature for a in parsed] == [1.0, 1.0, 0.8]
+    assert [a.data.max_samples for a in parsed] == [190 * 128, 240 * 128, 70 * 128]
+    assert [Path(a.data.prompt_dataset).name for a in parsed] == [
+        "phase0.jsonl",
+        "phase1.jsonl",
+        "phase2.jsonl",
+    ]
+    assert parsed[0].actor.model_name_or_path == "Qwen/Qwen3-8B-Base"
+    assert parsed[1].actor.model_name_or_path == jobs[0].output_dir == parsed[0].ckpt.output_dir
+    assert parsed[2].actor.model_name_or_path == jobs[1].output_dir
+    assert jobs[-1].output_dir == str(tmp_path / "math_rl")  # the stage's out: the next stage's init
+    # Overlong filtering only in the first phase: OpenRLHF cannot mask, so it is noted, not faked.
+    assert parsed[0].reward.stop_properly_penalty_coef is None and jobs[0].notes
+    assert parsed[1].reward.stop_properly_penalty_coef == 0.0 and not jobs[1].notes
+
+
+def test_tiny_init_is_its_cache_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv("CASCADE_CACHE", str(tmp_path / "cache"))
+    [job] = stage_jobs(rl_stage(tmp_path, init="tiny:3"))
+    assert parse(job).actor.model_name_or_path == str(tmp_path / "cache" / "models" / "tiny-3")
+
+
+def test_rlhf_with_our_reward_model_and_kl(tmp_path):
+    config = rl_stage(
+        tmp_path,
+        kind="rlhf",
+        reward_model="runs/x/rm",
+        kl_coef=1e-3,
+        cluster=cluster(
+            reward_urls=[],
+            colocate_all=False,
+            nodes=5,
+            actor_gpus=16,
+            ref_gpus=8,
+            reward_gpus=8,
+            vllm_engines=4,
+        ),
+    )
+    [job] = stage_jobs(config)
+    args = parse(job)
+    assert (
+        args.reward.model_name_or_path == str(Path("runs/x/rm").resolve()) and args.reward.remote_url is None
+    )
+    assert args.algo.kl.init_coef == 1e-3 and args.algo.kl.use_loss and args.algo.kl.estimator == "k3"
+    assert (args.actor.num_nodes, args.actor.num_gpus_per_node) == (2, 8)
+    assert (args.ref.num_nodes, args.reward.num_gpus_per_node) == (1, 8)
+    assert any("not the text after </think>" in note for note in job.notes)
+    assert args.actor.loss_agg_mode == "token-mean"
+    # The paper's RLHF stabilisers: sequence-level loss maps to OpenRLHF's; reward shaping has no flag.
+    [job] = stage_jobs(rl_stage(tmp_path, kind="rlhf", loss_aggregation="sequence", reward_shaping="zscore_tanh"))
+    assert parse(job).actor.loss_agg_mode == "seq-mean-token-mean"
+    assert any("reward_shaping=zscore_tanh" in note for note in job.notes)
+
+
+def test_unknown_and_ill_typed_flags_are_refused_like_openrlhf_does():
+    for bad in (
+        ["--actor.bogus_flag", "1"],
+        ["--rollout.batch_size", "many"],
+        ["--actor.loss_agg_mode", "seq-sum"],
+    ):
+        with pytest.raises(CascadeUsageError, match="openrlhf.cli.train_ppo_ray"):
+            validate_args("train_ppo_ray", bad)
+        with pytest.raises(SystemExit):  # and OpenRLHF's own parser refuses the same argv
+            flagset.parse_like_openrlhf("train_ppo_ray", bad)
+    # The pre-0.10.2 flat spelling is gone in 0.11.2.
+    with pytest.raises(CascadeUsageError, match="unrecognized arguments: --pretrain"):
+        validate_args("train_sft", ["--pretrain", "x"])
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"cluster": cluster(reward_urls=[])}, "missing reward source"),
+        ({"cluster": cluster(reward_urls=["10.0.0.5:5000"])}, "expected an http"),
+        ({"cluster": cluster(vllm_engines=4)}, "colocate_all needs vllm_engines"),
+        ({"cluster": cluster(actor_gpus=32)}, "32 GPUs asked, the cluster has 16"),
+        ({"cluster": cluster(actor_gpus=12)}, "must fill whole nodes"),
+        (
+            {"cluster": cluster(colocate_all=False, vllm_engines=8, actor_gpus=16)},
+            "the roles need actor 16 \\+ vllm 8",
+        ),
+        ({"cluster": cluster(runtime_env_json="{not json")}, "runtime_env_json: expected a JSON object"),
+        ({"init": None}, "init: missing"),
+        ({"prompts_per_step": 1, "group_size": 8}, "8 samples per step is fewer than the 16 actor GPUs"),
+        (
+            {
+                "kind": "rlhf",
+                "reward_model": "rm",
+                "dynamic_filter": True,
+                "cluster": cluster(reward_urls=[]),
+            },
+            "dynamic_filter needs the reward service",
+        ),
+        ({"kind": "eval"}, "engine openrlhf runs kinds"),
+    ],
+)
+def test_bad_input_is_refused_before_submission(tmp_path, values, message):
+    with pytest.raises(CascadeUsageError, match=message):
+        stage_jobs(rl_stage(tmp_path, **values))
+
+
+def test_dry_run_prints_commands_without_torch_or_ray(tmp_path):
+    script = textwrap.dedent(f"""
+        import sys
+        from cascade_cli.config.sft import SFTConfig
+        from cascade_cli.recipe.kinds import run_config
+        result = run_config(SFTConfig(engine="openrlhf", dry_run=True, data="d.jsonl", init="Qwen/Qwen3-8B-Base",
+                                      out={str(tmp_path / "sft")!r}))
+        assert result["dry_run"], result
+        heavy = sorted(name for name in ("torch", "ray", "openrlhf", "transformers") if name in sys.modules)
+        assert not heavy, heavy
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert lines[0].startswith("python3 -m cascade_cli.engines.openrlhf.data sft ")
+    assert "deepspeed --num_nodes 1 --num_gpus 8 --module openrlhf.cli.train_sft" in lines[1]
+    assert not (tmp_path / "sft").exists()  # a dry run writes nothing
+
+
+def test_module_entry_points(tmp_path, capsys):
+    """`python -m ...flagset` (check mode) and `python -m ...data` (what `recipe plan` prints) work."""
+    from cascade_cli.engines.openrlhf import data
+
+    assert flagset.main([]) == 0 and "up to date" in capsys.readouterr().out
+    source = tmp_path / "rows.jsonl"
+    source.write_text(
+        json.dumps({"id": "1", "source": "t", "domain": "math", "mode": "think", "prompt": "1+1?", "label": {"answer": "2"}}) + "\n"
+    )
+    assert (
+        data.main(
+            ["rlvr", str(source), str(tmp_path / "out.jsonl"), "--mode", "no_think", "--phase-samples", "2,3"]
+        )
+        == 0
+    )
+    assert [len((tmp_path / f"phase{k}.jsonl").read_text().splitlines()) for k in (0, 1)] == [2, 3]
+    row = json.loads((tmp_path / "out.jsonl").read_text())
+    assert row["prompt"] == [{"role": "user", "content": "1+1? /no_think"}]
+    assert json.loads(row["label"]) == {"answer": "2", "domain": "math"}
+
+
+def test_rl_init_with_a_foreign_chat_template_is_flagged(tmp_path):
+    from cascade_cli.engines.openrlhf.runner import init_template_warning
+    from cascade_cli.tiny import build_tokenizer
+
+    tokenizer = build_tokenizer()
+    tokenizer.save_pretrained(tmp_path / "ours")
+    assert init_template_warning(rl_stage(tmp_path, init=str(tmp_path / "ours"))) is None
+    tokenizer.chat_template = "{{ messages[0]['content'] }}"
+    tokenizer.save_pretrained(tmp_path / "foreign")
+    assert "not cascade's" in init_template_warning(rl_stage(tmp_path, init=str(tmp_path / "foreign")))
+
+
+def test_rerun_reuses_finished_phases_without_contacting_ray(tmp_path):
+    """A stage rerun skips the jobs its manifest says finished with the same command and output; only the
+    rest is submitted (here: none, so the unreachable Ray address is never contacted)."""
+    from cascade_cli.checkpoint import read_manifest, write_manifest
+    from cascade_cli.engines.openrlhf.runner import run_openrlhf_stage
+
+    rows = tmp_path / "math.jsonl"
+    row = {"id": "1", "source": "t", "domain": "math", "mode": "think", "prompt": "1+1?", "label": {"answer": "2"}}
+    rows.write_text(json.dumps(row) + "\n")
+    config = rl_stage(tmp_path, data=str(rows), phases=[Phase(2, 1024, 1.0, True), Phase(1, 2048, 0.8, False)],
+                      cluster=cluster(ray_address="http://127.0.0.1:9"))
+    jobs = stage_jobs(config)
+    finished = []
+    for index, job in enumerate(jobs):
+        Path(job.output_dir).mkdir(parents=True, exist_ok=True)
+        (Path(job.output_dir) / "config.json").write_text("{}")
+        finished.append({"name": job.name, "job_id": f"j{index}", "status": "SUCCEEDED", "command": job.argv,
+                         "output_dir": job.output_dir})
+    write_manifest(config.out, stage="math_rl", kind="rlvr", config={}, init=None, status="failed",
+                   extra={"openrlhf_jobs": finished})
+    metrics = run_openrlhf_stage(config)
+    assert metrics["job_ids"] == ["j0", "j1"] and read_manifest(config.out)["status"] == "completed"
+    config.lr = 3e-6  # another command: the finished jobs no longer count, so it must reach Ray (and fail)
+    with pytest.raises((CascadeRunError, CascadeUsageError), match="ray"):  # no server / no ray installed
+        run_openrlhf_stage(config)

@@ -1,0 +1,341 @@
+"""Math verifier: extraction, fast path, math-verify path, labels, the MATH-500 check set, threads, timeouts."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from cascade_cli.verifiers import get_verifier, verify_batch
+from cascade_cli.verifiers.math import MathVerifier, extract_answer, fast_verdict, last_boxed
+
+CHECKSET = Path(__file__).parent / "data" / "math_checkset.jsonl"
+BUILDER = Path(__file__).parent / "data" / "build_math_checkset.py"
+
+
+def score(response: str, label, **options):
+    return MathVerifier(code_switch_reward=None, **options).score({"response": response, "label": label})
+
+
+def load_checkset() -> list[dict]:
+    return [json.loads(line) for line in CHECKSET.read_text(encoding="utf-8").splitlines()]
+
+
+# ---- extraction -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("so \\boxed{\\frac{1}{\\sqrt{2}}} done", "\\frac{1}{\\sqrt{2}}"),
+        ("\\boxed{\\left\\{ 1, 2 \\right\\}}", "\\left\\{ 1, 2 \\right\\}"),
+        ("first \\boxed{1} then \\boxed{2}", "2"),
+        ("\\fbox{x^{2}}", "x^{2}"),
+        ("\\boxed 5.", "5"),
+        ("\\boxed{unclosed {", None),
+        ("\\boxed{\\{a\\}}", "\\{a\\}"),
+        ("no box", None),
+    ],
+)
+def test_last_boxed_handles_nesting_escapes_and_bare_form(text: str, expected: str | None) -> None:
+    assert last_boxed(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("response", "answer", "how"),
+    [
+        ("<think>\nmaybe \\boxed{1}\n</think>\n\nSo $\\boxed{2}$.", "2", "boxed"),
+        ("<think>\nmaybe \\boxed{1}\n</think>\n\nNo box here, the answer is 7.", "7", "answer_phrase"),
+        ("We get it.\n\n**Final Answer:** $\\frac{3}{4}$", "\\frac{3}{4}", "answer_phrase"),
+        ("Answer: 12, since 3 * 4 = 12", "12", "answer_phrase"),
+        ("The answer is \\(\\sqrt{2}\\).", "\\sqrt{2}", "answer_phrase"),
+        ("Thus the area equals $\\pi r^2$", "\\pi r^2", "math_span"),
+        ("The cost is $\\$32,\\!348$", "\\$32,\\!348", "math_span"),
+        ("<think>\n\\boxed{5} is my guess and I keep thinking", None, "unfinished"),
+        ("</think>\n\n\\boxed{4}", "4", "boxed"),
+        ("I do not know.", None, "none"),
+    ],
+)
+def test_extract_answer_order_boxed_then_phrase_then_math_span(response: str, answer, how: str) -> None:
+    assert extract_answer(response) == (answer, how)
+
+
+def test_answer_inside_thinking_only_does_not_count() -> None:
+    result = score("<think>\nIt is \\boxed{5}.\n</think>\n\nThe answer is \\boxed{6}.", {"answer": "5"})
+    assert result.reward == 0.0 and result.details["extracted"] == "6"
+
+
+def test_unfinished_thinking_scores_zero_with_reason() -> None:
+    result = score("<think>\nso the answer is \\boxed{3}", {"answer": "3"})
+    assert (result.reward, result.details["verdict"], result.details["extraction"]) == (
+        0.0,
+        "no_answer",
+        "unfinished",
+    )
+
+
+# ---- fast path and math-verify ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("gold", "predicted", "verdict"),
+    [
+        ("\\frac{1}{2}", "0.5", True),
+        ("\\frac{1}{2}", "\\dfrac12", True),
+        ("10080", "10,080", True),
+        ("10080", "10{,}080", True),
+        ("30^\\circ", "30", True),
+        ("\\$32", "32", True),
+        ("5", "-5", False),
+        ("1000", "1001", False),
+        ("\\frac{1}{3}", "0.333333", None),  # close decimal of a repeating fraction: math-verify decides
+        ("x^2+2x+1", "(x+1)^2", True),  # values at fixed points, no sympy
+        ("x^2+2x+1", "(x+1)^3", False),
+        ("2\\sqrt{2}", "\\sqrt8", True),
+        ("\\frac{\\pi}{2}", "\\pi/2", True),
+        ("\\frac{\\sqrt{3}}{2}", "0.866", False),
+        ("10^{20}+1", "10^{20}", False),  # exact rationals, no float rounding
+        ("x", "y", False),  # different variables, different values
+        ("3R^2", "3r^2", None),  # only the case differs: math-verify's call (it folds case in places)
+        ("\\text{Navin}", "\\text{Nivan}", None),  # words are not products of variables
+        ("\\frac{7}{2}", "3\\frac{1}{2}", None),  # mixed number: math-verify's call
+        ("59", "59 \\text{ cents}", True),
+        ("(3, 4)", "(3,4)", True),
+        ("(3, 4)", "(4, 3)", None),  # a permutation: tuple or set? math-verify's call
+        ("(3, 4)", "(3, 5)", False),
+        ("-120", "(-\\sqrt{3}, \\sqrt{3})", False),  # a number is not a pair
+        ("1,-2", "-2, 1", None),
+        ("x = 5", "5", None),
+        ("3", "x = 3", True),
+        ("50\\%", "50", True),
+        ("50\\%", "0.5", None),  # math-verify accepts a percentage as its fraction
+    ],
+)
+def test_fast_verdict(gold: str, predicted: str, verdict) -> None:
+    assert fast_verdict(gold, predicted) is verdict
+
+
+def test_fast_path_and_math_verify_path_are_reported() -> None:
+    fast = score("\\boxed{0.5}", {"answer": "\\frac{1}{2}"})
+    symbolic = score("\\boxed{\\{2, 1\\}}", {"answer": "\\{1, 2\\}"})  # a permutation: sympy decides
+    wrong = score("\\boxed{(\\frac{\\pi}{2}, 3)}", {"answer": "\\left( 3, \\frac{\\pi}{2} \\right)"})
+    assert (fast.reward, fast.details["path"], fast.details["verdict"]) == (1.0, "fast", "correct")
+    assert (symbolic.reward, symbolic.details["path"], symbolic.details["verdict"]) == (
+        1.0,
+        "math_verify",
+        "correct",
+    )
+    assert (wrong.reward, wrong.details["path"], wrong.details["verdict"]) == (0.0, "math_verify", "wrong")
+
+
+@pytest.mark.parametrize(
+    ("predicted", "gold"),
+    [
+        ("x = 3", "3"),
+        ("\\{2, 1\\}", "1, 2"),
+        ("(-\\infty, 2] \\cup [3, \\infty)", "(-\\infty,2]\\cup[3,\\infty)"),
+        ("2\\sqrt{2}", "\\sqrt{8}"),
+        ("9 \\text{ inches}", "9"),
+        ("6 + 9 i", "6+9i"),
+        ("C", "\\text{(C)}"),
+        ("0.5", "50\\%"),
+    ],
+)
+def test_equivalent_forms_through_math_verify(predicted: str, gold: str) -> None:
+    assert score(f"\\boxed{{{predicted}}}", {"answer": gold}).reward == 1.0
+
+
+def test_ordered_tuple_order_matters() -> None:
+    assert (
+        score("\\boxed{(3, \\frac{\\pi}{2})}", {"answer": "\\left( 3, \\frac{\\pi}{2} \\right)"}).reward
+        == 1.0
+    )
+    assert (
+        score("\\boxed{(\\frac{\\pi}{2}, 3)}", {"answer": "\\left( 3, \\frac{\\pi}{2} \\right)"}).reward
+        == 0.0
+    )
+
+
+# ---- labels and bad records -------------------------------------------------------------------------
+
+
+def test_labels_dict_bare_string_number_and_json_string() -> None:
+    assert score("\\boxed{4}", {"answer": "4"}).reward == 1.0
+    assert score("\\boxed{4}", "4").reward == 1.0
+    assert score("\\boxed{4}", 4).reward == 1.0
+    assert score("\\boxed{4}", '{"answer": "4", "domain": "math"}').reward == 1.0
+
+
+@pytest.mark.parametrize(
+    ("label", "message"),
+    [
+        ({"solution": "4"}, "label must have key 'answer'"),
+        (["4"], "must be a string or number; found list"),
+        ({"answer": "  "}, "label answer is empty"),
+        ({"answer": None}, "found NoneType"),
+    ],
+)
+def test_check_label_and_bad_labels_give_clear_errors(label, message: str) -> None:
+    verifier = MathVerifier()
+    assert message in (verifier.check_label(label) or "")
+    result = verifier.score({"response": "\\boxed{4}", "label": label})
+    assert result.reward == 0.0 and message in result.details["error"]
+    assert verifier.check_label({"answer": "\\frac{1}{2}"}) is None
+
+
+def test_missing_response_is_a_row_error_not_a_crash() -> None:
+    results = verify_batch(
+        [{"label": {"answer": "1"}}, {"response": "\\boxed{1}", "label": "1"}], domain="math"
+    )
+    assert "missing field 'response'" in results[0].details["error"]
+    assert results[1].reward == 1.0
+
+
+# ---- code-switch penalty (base.Verifier hook) -------------------------------------------------------
+
+
+def test_math_code_switch_penalty_default_minus_one_and_configurable() -> None:
+    record = {
+        "prompt": "What is 2 + 2? Put the final answer in \\boxed{}.",
+        "response": "<think>\n二加二等于四。\n</think>\n\nThe answer is \\boxed{4}.",
+        "label": {"answer": "4"},
+    }
+    penalised = get_verifier("math").score(record)
+    assert penalised.reward == -1.0 and penalised.passed is False
+    assert penalised.details["code_switch"] is True and penalised.details["reward_before_code_switch"] == 1.0
+    assert get_verifier("math", code_switch_reward=0.0).score(record).reward == 0.0
+    assert get_verifier("math", code_switch_reward=None).score(record).reward == 1.0
+    clean = get_verifier("math").score({**record, "response": "<think>\n2+2=4\n</think>\n\n\\boxed{4}"})
+    assert clean.reward == 1.0 and clean.details["code_switch"] is False
+
+
+# ---- the MATH-500 check set -------------------------------------------------------------------------
+
+
+@pytest.mark.slow  # rebuilding runs sympy over all 500 answers (~5-15 s)
+def test_checkset_is_what_the_builder_makes(shared_data: Path) -> None:
+    spec = importlib.util.spec_from_file_location("build_math_checkset", BUILDER)
+    assert spec and spec.loader
+    builder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builder)
+    rebuilt = builder.build(shared_data / "math500" / "test.jsonl")
+    assert rebuilt == load_checkset()
+
+
+def test_checkset_precision_and_recall() -> None:
+    rows = load_checkset()
+    positives = sum(row["expected"] for row in rows)
+    assert positives >= 500 and len(rows) - positives >= 500
+    records = [{"response": row["response"], "label": {"answer": row["answer"]}} for row in rows]
+    scores = verify_batch(records, domain="math", workers=2, options={"math": {"code_switch_reward": None}})
+    misses = Counter()
+    true_positive = false_positive = false_negative = 0
+    for row, result in zip(rows, scores, strict=True):
+        assert "error" not in result.details, (row["id"], result.details)
+        if result.passed and row["expected"]:
+            true_positive += 1
+        elif result.passed:
+            false_positive += 1
+            misses[("false_positive", row["category"])] += 1
+        elif row["expected"]:
+            false_negative += 1
+            misses[("false_negative", row["category"])] += 1
+    precision = true_positive / (true_positive + false_positive)
+    recall = true_positive / (true_positive + false_negative)
+    print(
+        f"math check set: {len(rows)} rows, precision {precision:.4f}, recall {recall:.4f}, misses {dict(misses)}"
+    )
+    assert precision >= 0.995, misses
+    assert recall >= 0.99, misses
+
+
+# ---- threads, processes, timeouts -------------------------------------------------------------------
+
+
+def _mixed_records(count: int) -> list[dict]:
+    """Check-set rows, a third of them ones the fast path leaves to math-verify (sympy, in the threads)."""
+    slow, fast = [], []
+    for row in load_checkset():
+        extracted, _ = extract_answer(row["response"])
+        (slow if extracted and fast_verdict(row["answer"], extracted) is None else fast).append(row)
+    chosen = slow[:: max(1, len(slow) // (count // 3))][: count // 3]
+    chosen += fast[:: max(1, len(fast) // (count - len(chosen)))][: count - len(chosen)]
+    return [
+        {"id": row["id"], "response": row["response"], "label": {"answer": row["answer"]}, "domain": "math"}
+        for row in chosen
+    ]
+
+
+def test_threads_and_process_pool_match_sequential_scores() -> None:
+    records = _mixed_records(200)
+    assert len(records) == 200
+    verifier = MathVerifier()
+    sequential = [verifier.score(record) for record in records]
+    assert Counter(s.details["path"] for s in sequential)["math_verify"] >= 60
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        threaded = list(pool.map(verifier.score, records))
+    pooled = verify_batch(records, workers=2)
+    assert [s.to_dict() for s in threaded] == [s.to_dict() for s in sequential]
+    assert [s.to_dict() for s in pooled] == [s.to_dict() for s in sequential]
+    assert not any(s.details["verdict"] == "timeout" for s in sequential)
+
+
+def test_pathological_expression_times_out_in_a_thread_instead_of_hanging() -> None:
+    # Expanding both 25th powers takes sympy ~25 s (\\sin keeps it off the fast path); the deadline must stop
+    # it from a worker thread.
+    record = {"response": "\\boxed{\\sin(x)+(x+y+z+2)^{25}}", "label": {"answer": "\\sin(x)+(x+y+z+1)^{25}"}}
+    verifier = MathVerifier(timeout_s=0.5)
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(verifier.score, [record, record]))
+    elapsed = time.monotonic() - started
+    assert [r.details["verdict"] for r in results] == ["timeout", "timeout"]
+    assert all(r.reward == 0.0 and r.details["path"] == "math_verify" for r in results)
+    assert elapsed < 5, elapsed
+    # the thread that timed out keeps working normally afterwards
+    assert verifier.score({"response": "\\boxed{x+1}", "label": "1+x"}).reward == 1.0
+
+
+def test_huge_exponent_is_refused_before_sympy() -> None:
+    result = score("\\boxed{2^{2^{2^{100000}}}}", {"answer": "7"})
+    assert (result.reward, result.details["verdict"]) == (0.0, "too_complex")
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "\\boxed{" * 20000,  # a flood of unclosed boxes
+        "\\boxed{" + "(" * 5000 + "1" + ")" * 5000 + "}",  # nesting deeper than Python's recursion limit
+        "$" * 50000,
+        "The answer is " + "1+" * 20000 + "1",
+    ],
+)
+def test_adversarial_responses_return_quickly_without_errors(response: str) -> None:
+    started = time.monotonic()
+    result = MathVerifier(timeout_s=2.0).score({"response": response, "label": "1"})
+    assert time.monotonic() - started < 10
+    assert result.reward == 0.0 and "error" not in result.details
+    assert result.details["verdict"] in {"no_answer", "too_complex", "wrong", "timeout"}
+
+
+@pytest.mark.slow  # runs math-verify on ~6,000 answers (~2-5 min)
+def test_fast_path_agrees_with_math_verify_on_the_check_set() -> None:
+    """Every row the fast path decides, math-verify (on the same extracted answer) decides the same way,
+    except where math-verify itself is wrong: `30°` (it does not read the degree sign) and `\\text{1.25}`."""
+    from cascade_cli.verifiers.math import math_verify_equal
+
+    known_math_verify_misses = {"degree_symbol", "text_wrapper"}
+    verifier = MathVerifier(code_switch_reward=None)
+    disagreements = []
+    for row in load_checkset():
+        result = verifier.score({"response": row["response"], "label": {"answer": row["answer"]}})
+        if result.details["path"] != "fast" or row["category"] in known_math_verify_misses:
+            continue
+        if math_verify_equal(row["answer"], result.details["extracted"]) != result.passed:
+            disagreements.append((row["id"], result.details["extracted"], result.passed))
+    assert disagreements == []
