@@ -120,6 +120,17 @@ def run_section(repeats: int = 1) -> dict[str, Any]:
     }
 
 
+def print_result(result: dict[str, Any]) -> None:
+    print(f"IFEval, {result['rows']} GPT-4 rows (strict + loose verdicts per instruction)")
+    print(f"  ours        {result['ours_rows_per_s']:9.1f} rows/s")
+    print(f"  lm_eval ref {result['reference_rows_per_s']:9.1f} rows/s")
+    print(f"  ratio       {result['ratio']:9.2f}x  (goal >= 2x)")
+    print(
+        f"  identical verdicts: {result['identical_rows']}/{result['rows']} rows, "
+        f"{result['identical_instruction_verdicts']}/{result['instruction_verdicts']} instruction verdicts"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=1, help="timed passes per scorer; the best counts")
@@ -129,14 +140,7 @@ def main() -> None:
     if args.json:
         print(json.dumps(result))
         return
-    print(f"IFEval, {result['rows']} GPT-4 rows (strict + loose verdicts per instruction)")
-    print(f"  ours        {result['ours_rows_per_s']:9.1f} rows/s")
-    print(f"  lm_eval ref {result['reference_rows_per_s']:9.1f} rows/s")
-    print(f"  ratio       {result['ratio']:9.2f}x  (goal >= 2x)")
-    print(
-        f"  identical verdicts: {result['identical_rows']}/{result['rows']} rows, "
-        f"{result['identical_instruction_verdicts']}/{result['instruction_verdicts']} instruction verdicts"
-    )
+    print_result(result)
     if result["disagreeing_keys"]:
         print(
             f"  disagreeing rows (keys): {result['disagreeing_keys']} "

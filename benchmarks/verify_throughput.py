@@ -6,8 +6,10 @@ Sections (run all, or pick with --section NAME, repeatable):
          main thread). Prints rows/s, seconds per 1,024, the ratio, and where the two disagree.
          Reference point: AceReason reported 3.9 s per 1,024 math checks with 64 workers.
 
-A section is a function `(args) -> None` registered in SECTIONS; add one (e.g. `if`: ours vs lm_eval's IFEval
-reference) by writing the function and one line in SECTIONS.
+  if     IFEval scoring of the 541 GPT-4 rows by ours and by lm_eval's reference implementation, same process
+         tree: rows/s of each, the ratio, identical verdicts (benchmarks/ifeval_vs_reference.py).
+
+A section is a function `(args) -> None` registered in SECTIONS.
 
 Run: PYTHONPATH=src python benchmarks/verify_throughput.py [--section math] [--rows 1024] [--workers 1 2]
 """
@@ -164,7 +166,16 @@ def section_math(args: argparse.Namespace) -> None:
         )
 
 
-SECTIONS: dict[str, Callable[[argparse.Namespace], None]] = {"math": section_math}
+def section_if(args: argparse.Namespace) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from ifeval_vs_reference import print_result, run_section
+
+    result = run_section(repeats=2)
+    print_result(result)
+    print(f"  rows the two disagree on: {result['disagreeing_keys']}")
+
+
+SECTIONS: dict[str, Callable[[argparse.Namespace], None]] = {"math": section_math, "if": section_if}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -355,3 +355,10 @@ def test_load_canonical_names_file_row_and_key(tmp_path):
     (tmp_path / "rows.txt").write_text("")
     with pytest.raises(CascadeUsageError, match="expected a .jsonl or .parquet file"):
         load_canonical(tmp_path / "rows.txt")
+
+
+def test_dry_run_reads_and_validates_but_writes_nothing(tmp_path, cli):
+    out = tmp_path / "out"
+    result = cli(["prepare-data", "--source", "tiny:if", "--out", out, "--n", "20", "dry_run=true"])
+    assert result.exit_code == 0, result.output
+    assert "dry run" in result.output and not out.exists()

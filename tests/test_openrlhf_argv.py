@@ -21,7 +21,7 @@ from cascade_cli.config.sft import SFTConfig
 from cascade_cli.engines.openrlhf import flagset
 from cascade_cli.engines.openrlhf.argv import stage_jobs
 from cascade_cli.engines.openrlhf.validate import validate_args
-from cascade_cli.errors import CascadeUsageError
+from cascade_cli.errors import CascadeRunError, CascadeUsageError
 
 pytest.importorskip("openrlhf", reason="the real OpenRLHF source: pip install --no-deps openrlhf==0.11.2")
 
@@ -65,6 +65,8 @@ class RLStage(StageConfig):
     max_grad_norm: float = 1.0
     kl_coef: float = 0.0
     entropy_coef: float = 0.0
+    loss_aggregation: str = "token"  # RLHFConfig's stabiliser knob
+    reward_shaping: str = "none"
     save_every: int = 0
     tensorboard: bool = False
 
@@ -83,13 +85,23 @@ class RMStage(StageConfig):
 
 
 def cluster(**values: Any) -> ClusterConfig:
-    base = {"nodes": 2, "gpus_per_node": 8, "vllm_engines": 16, "reward_urls": ["http://10.0.0.5:5000/get_reward"]}
+    base = {
+        "nodes": 2,
+        "gpus_per_node": 8,
+        "vllm_engines": 16,
+        "reward_urls": ["http://10.0.0.5:5000/get_reward"],
+    }
     return ClusterConfig(**{**base, **values})
 
 
 def rl_stage(tmp_path: Path, **values: Any) -> RLStage:
-    base = {"engine": "openrlhf", "init": "Qwen/Qwen3-8B-Base", "out": str(tmp_path / "math_rl"),
-            "name": "math_rl", "cluster": cluster()}
+    base = {
+        "engine": "openrlhf",
+        "init": "Qwen/Qwen3-8B-Base",
+        "out": str(tmp_path / "math_rl"),
+        "name": "math_rl",
+        "cluster": cluster(),
+    }
     return RLStage(**{**base, **values})
 
 
@@ -106,12 +118,28 @@ def test_shipped_flag_set_equals_the_installed_source():
 
 
 def test_sft_command_is_parsed_by_openrlhf(tmp_path):
-    config = SFTConfig(engine="openrlhf", data="d.jsonl", init="Qwen/Qwen3-8B-Base", out=str(tmp_path / "sft"),
-                       max_seq_len=16384, batch_size=256, lr=5e-5, cluster=cluster(nodes=4))
+    config = SFTConfig(
+        engine="openrlhf",
+        data="d.jsonl",
+        init="Qwen/Qwen3-8B-Base",
+        out=str(tmp_path / "sft"),
+        max_seq_len=16384,
+        batch_size=256,
+        lr=5e-5,
+        cluster=cluster(nodes=4),
+    )
     [job] = stage_jobs(config)
     args = parse(job)
-    assert job.entrypoint[:8] == ["deepspeed", "--num_nodes", "4", "--num_gpus", "8", "--module",
-                                  "openrlhf.cli.train_sft", "--model.model_name_or_path"]
+    assert job.entrypoint[:8] == [
+        "deepspeed",
+        "--num_nodes",
+        "4",
+        "--num_gpus",
+        "8",
+        "--module",
+        "openrlhf.cli.train_sft",
+        "--model.model_name_or_path",
+    ]
     assert job.argv[:3] == ["ray", "job", "submit"] and job.argv[job.argv.index("--") + 1] == "deepspeed"
     assert args.model.model_name_or_path == "Qwen/Qwen3-8B-Base"
     assert args.data.max_len == 16384 and args.train.batch_size == 256 and args.adam.lr == 5e-5
@@ -123,12 +151,22 @@ def test_sft_command_is_parsed_by_openrlhf(tmp_path):
 
 
 def test_reward_model_command_is_parsed_by_openrlhf(tmp_path):
-    config = RMStage(engine="openrlhf", init="Qwen/Qwen2.5-72B-Instruct", out=str(tmp_path / "rm"), data="p.jsonl",
-                     batch_size=256, max_seq_len=8192)
+    config = RMStage(
+        engine="openrlhf",
+        init="Qwen/Qwen2.5-72B-Instruct",
+        out=str(tmp_path / "rm"),
+        data="p.jsonl",
+        batch_size=256,
+        max_seq_len=8192,
+    )
     [job] = stage_jobs(config)
     args = parse(job)
     assert job.entrypoint[6] == "openrlhf.cli.train_rm"
-    assert (args.data.prompt_key, args.data.chosen_key, args.data.rejected_key) == ("prompt", "chosen", "rejected")
+    assert (args.data.prompt_key, args.data.chosen_key, args.data.rejected_key) == (
+        "prompt",
+        "chosen",
+        "rejected",
+    )
     assert args.train.batch_size == 256 and args.data.max_len == 8192 and args.train.max_epochs == 1
 
 
@@ -145,10 +183,23 @@ def rl_config_classes() -> list[type]:
 
 @pytest.mark.parametrize("config_class", rl_config_classes(), ids=lambda c: c.__name__)
 def test_rlvr_command_is_the_papers_grpo(tmp_path, config_class):
-    config = config_class(engine="openrlhf", init="runs/x/if_rl", out=str(tmp_path / "math_rl"), name="math_rl",
-                          data="d.jsonl", domain="math", steps=100, prompts_per_step=128, group_size=8,
-                          max_response_len=24576, temperature=1.0, top_p=0.95, lr=2e-6, cluster=cluster())
-    [job] = stage_jobs(config, rows=14476)
+    config = config_class(
+        engine="openrlhf",
+        init="runs/x/if_rl",
+        out=str(tmp_path / "math_rl"),
+        name="math_rl",
+        data="d.jsonl",
+        domain="math",
+        steps=100,
+        prompts_per_step=128,
+        group_size=8,
+        max_response_len=24576,
+        temperature=1.0,
+        top_p=0.95,
+        lr=2e-6,
+        cluster=cluster(),
+    )
+    [job] = stage_jobs(config)
     args = parse(job)
     assert job.entrypoint[:3] == ["python3", "-m", "openrlhf.cli.train_ppo_ray"]
     assert job.argv[:4] == ["ray", "job", "submit", "--address"] and "--runtime-env-json" in job.argv
@@ -161,8 +212,13 @@ def test_rlvr_command_is_the_papers_grpo(tmp_path, config_class):
     assert args.rollout.max_new_tokens == 24576 and args.data.max_len == config.max_prompt_len + 24576
     assert args.rollout.temperature == 1.0 and args.rollout.top_p == 0.95 and args.actor.adam.lr == 2e-6
     assert args.reward.remote_url == ["http://10.0.0.5:5000/get_reward"]
-    assert (args.data.input_key, args.data.label_key, args.data.apply_chat_template) == ("prompt", "label", True)
+    assert (args.data.input_key, args.data.label_key, args.data.apply_chat_template) == (
+        "prompt",
+        "label",
+        True,
+    )
     assert args.data.max_samples == 100 * 128 and args.train.num_episodes == 1
+    assert args.data.prompt_dataset == str(tmp_path / "math_rl" / "openrlhf_data" / "phase0.jsonl")
     # Every role's GPUs come from the cluster config, not OpenRLHF's default of 8 per node on 1 node.
     for role in ("actor", "ref", "reward", "critic"):
         assert (getattr(args, role).num_nodes, getattr(args, role).num_gpus_per_node) == (2, 8)
@@ -175,7 +231,9 @@ def test_rlvr_command_is_the_papers_grpo(tmp_path, config_class):
 
 def test_dynamic_filtering_and_reward_func_file(tmp_path):
     reward_file = tmp_path / "reward_func.py"
-    config = rl_stage(tmp_path, domain="if", dynamic_filter=True, cluster=cluster(reward_urls=[str(reward_file)]))
+    config = rl_stage(
+        tmp_path, domain="if", dynamic_filter=True, cluster=cluster(reward_urls=[str(reward_file)])
+    )
     [job] = stage_jobs(config)
     args = parse(job)
     assert args.algo.dynamic_filtering_enable and tuple(args.algo.dynamic_filtering_range) == (0.0, 1.0)
@@ -189,6 +247,11 @@ def test_length_schedule_is_consecutive_jobs_chained_by_checkpoint(tmp_path):
     assert [a.rollout.max_new_tokens for a in parsed] == [24576, 32768, 40960]
     assert [a.rollout.temperature for a in parsed] == [1.0, 1.0, 0.8]
     assert [a.data.max_samples for a in parsed] == [190 * 128, 240 * 128, 70 * 128]
+    assert [Path(a.data.prompt_dataset).name for a in parsed] == [
+        "phase0.jsonl",
+        "phase1.jsonl",
+        "phase2.jsonl",
+    ]
     assert parsed[0].actor.model_name_or_path == "Qwen/Qwen3-8B-Base"
     assert parsed[1].actor.model_name_or_path == jobs[0].output_dir == parsed[0].ckpt.output_dir
     assert parsed[2].actor.model_name_or_path == jobs[1].output_dir
@@ -198,20 +261,50 @@ def test_length_schedule_is_consecutive_jobs_chained_by_checkpoint(tmp_path):
     assert parsed[1].reward.stop_properly_penalty_coef == 0.0 and not jobs[1].notes
 
 
+def test_tiny_init_is_its_cache_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv("CASCADE_CACHE", str(tmp_path / "cache"))
+    [job] = stage_jobs(rl_stage(tmp_path, init="tiny:3"))
+    assert parse(job).actor.model_name_or_path == str(tmp_path / "cache" / "models" / "tiny-3")
+
+
 def test_rlhf_with_our_reward_model_and_kl(tmp_path):
-    config = rl_stage(tmp_path, kind="rlhf", reward_model="runs/x/rm", kl_coef=1e-3,
-                      cluster=cluster(reward_urls=[], colocate_all=False, nodes=5, actor_gpus=16, ref_gpus=8,
-                                      reward_gpus=8, vllm_engines=4))
+    config = rl_stage(
+        tmp_path,
+        kind="rlhf",
+        reward_model="runs/x/rm",
+        kl_coef=1e-3,
+        cluster=cluster(
+            reward_urls=[],
+            colocate_all=False,
+            nodes=5,
+            actor_gpus=16,
+            ref_gpus=8,
+            reward_gpus=8,
+            vllm_engines=4,
+        ),
+    )
     [job] = stage_jobs(config)
     args = parse(job)
-    assert args.reward.model_name_or_path == str(Path("runs/x/rm").resolve()) and args.reward.remote_url is None
+    assert (
+        args.reward.model_name_or_path == str(Path("runs/x/rm").resolve()) and args.reward.remote_url is None
+    )
     assert args.algo.kl.init_coef == 1e-3 and args.algo.kl.use_loss and args.algo.kl.estimator == "k3"
     assert (args.actor.num_nodes, args.actor.num_gpus_per_node) == (2, 8)
     assert (args.ref.num_nodes, args.reward.num_gpus_per_node) == (1, 8)
+    assert any("not the text after </think>" in note for note in job.notes)
+    assert args.actor.loss_agg_mode == "token-mean"
+    # The paper's RLHF stabilisers: sequence-level loss maps to OpenRLHF's; reward shaping has no flag.
+    [job] = stage_jobs(rl_stage(tmp_path, kind="rlhf", loss_aggregation="sequence", reward_shaping="zscore_tanh"))
+    assert parse(job).actor.loss_agg_mode == "seq-mean-token-mean"
+    assert any("reward_shaping=zscore_tanh" in note for note in job.notes)
 
 
 def test_unknown_and_ill_typed_flags_are_refused_like_openrlhf_does():
-    for bad in (["--actor.bogus_flag", "1"], ["--rollout.batch_size", "many"], ["--actor.loss_agg_mode", "seq-sum"]):
+    for bad in (
+        ["--actor.bogus_flag", "1"],
+        ["--rollout.batch_size", "many"],
+        ["--actor.loss_agg_mode", "seq-sum"],
+    ):
         with pytest.raises(CascadeUsageError, match="openrlhf.cli.train_ppo_ray"):
             validate_args("train_ppo_ray", bad)
         with pytest.raises(SystemExit):  # and OpenRLHF's own parser refuses the same argv
@@ -229,12 +322,22 @@ def test_unknown_and_ill_typed_flags_are_refused_like_openrlhf_does():
         ({"cluster": cluster(vllm_engines=4)}, "colocate_all needs vllm_engines"),
         ({"cluster": cluster(actor_gpus=32)}, "32 GPUs asked, the cluster has 16"),
         ({"cluster": cluster(actor_gpus=12)}, "must fill whole nodes"),
-        ({"cluster": cluster(colocate_all=False, vllm_engines=8, actor_gpus=16)}, "the roles need actor 16 \\+ vllm 8"),
+        (
+            {"cluster": cluster(colocate_all=False, vllm_engines=8, actor_gpus=16)},
+            "the roles need actor 16 \\+ vllm 8",
+        ),
         ({"cluster": cluster(runtime_env_json="{not json")}, "runtime_env_json: expected a JSON object"),
         ({"init": None}, "init: missing"),
         ({"prompts_per_step": 1, "group_size": 8}, "8 samples per step is fewer than the 16 actor GPUs"),
-        ({"kind": "rlhf", "reward_model": "rm", "dynamic_filter": True, "cluster": cluster(reward_urls=[])},
-         "dynamic_filter needs the reward service"),
+        (
+            {
+                "kind": "rlhf",
+                "reward_model": "rm",
+                "dynamic_filter": True,
+                "cluster": cluster(reward_urls=[]),
+            },
+            "dynamic_filter needs the reward service",
+        ),
         ({"kind": "eval"}, "engine openrlhf runs kinds"),
     ],
 )
@@ -268,8 +371,16 @@ def test_module_entry_points(tmp_path, capsys):
 
     assert flagset.main([]) == 0 and "up to date" in capsys.readouterr().out
     source = tmp_path / "rows.jsonl"
-    source.write_text(json.dumps({"id": "1", "domain": "math", "prompt": "1+1?", "label": {"answer": "2"}}) + "\n")
-    assert data.main(["rlvr", str(source), str(tmp_path / "out.jsonl"), "--mode", "no_think"]) == 0
+    source.write_text(
+        json.dumps({"id": "1", "source": "t", "domain": "math", "mode": "think", "prompt": "1+1?", "label": {"answer": "2"}}) + "\n"
+    )
+    assert (
+        data.main(
+            ["rlvr", str(source), str(tmp_path / "out.jsonl"), "--mode", "no_think", "--phase-samples", "2,3"]
+        )
+        == 0
+    )
+    assert [len((tmp_path / f"phase{k}.jsonl").read_text().splitlines()) for k in (0, 1)] == [2, 3]
     row = json.loads((tmp_path / "out.jsonl").read_text())
     assert row["prompt"] == [{"role": "user", "content": "1+1? /no_think"}]
     assert json.loads(row["label"]) == {"answer": "2", "domain": "math"}
@@ -285,3 +396,30 @@ def test_rl_init_with_a_foreign_chat_template_is_flagged(tmp_path):
     tokenizer.chat_template = "{{ messages[0]['content'] }}"
     tokenizer.save_pretrained(tmp_path / "foreign")
     assert "not cascade's" in init_template_warning(rl_stage(tmp_path, init=str(tmp_path / "foreign")))
+
+
+def test_rerun_reuses_finished_phases_without_contacting_ray(tmp_path):
+    """A stage rerun skips the jobs its manifest says finished with the same command and output; only the
+    rest is submitted (here: none, so the unreachable Ray address is never contacted)."""
+    from cascade_cli.checkpoint import read_manifest, write_manifest
+    from cascade_cli.engines.openrlhf.runner import run_openrlhf_stage
+
+    rows = tmp_path / "math.jsonl"
+    row = {"id": "1", "source": "t", "domain": "math", "mode": "think", "prompt": "1+1?", "label": {"answer": "2"}}
+    rows.write_text(json.dumps(row) + "\n")
+    config = rl_stage(tmp_path, data=str(rows), phases=[Phase(2, 1024, 1.0, True), Phase(1, 2048, 0.8, False)],
+                      cluster=cluster(ray_address="http://127.0.0.1:9"))
+    jobs = stage_jobs(config)
+    finished = []
+    for index, job in enumerate(jobs):
+        Path(job.output_dir).mkdir(parents=True, exist_ok=True)
+        (Path(job.output_dir) / "config.json").write_text("{}")
+        finished.append({"name": job.name, "job_id": f"j{index}", "status": "SUCCEEDED", "command": job.argv,
+                         "output_dir": job.output_dir})
+    write_manifest(config.out, stage="math_rl", kind="rlvr", config={}, init=None, status="failed",
+                   extra={"openrlhf_jobs": finished})
+    metrics = run_openrlhf_stage(config)
+    assert metrics["job_ids"] == ["j0", "j1"] and read_manifest(config.out)["status"] == "completed"
+    config.lr = 3e-6  # another command: the finished jobs no longer count, so it must reach Ray (and fail)
+    with pytest.raises((CascadeRunError, CascadeUsageError), match="ray"):  # no server / no ray installed
+        run_openrlhf_stage(config)

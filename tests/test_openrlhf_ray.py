@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from cascade_cli.chat import CHAT_TEMPLATE
 from cascade_cli.checkpoint import read_manifest
 from cascade_cli.config.common import ClusterConfig
 from cascade_cli.config.sft import SFTConfig
@@ -68,8 +69,13 @@ def free_port() -> int:
 def ray_head(tmp_path_factory):
     port = free_port()
     temp_dir = Path("/tmp") / f"rayt{os.getpid()}"  # short: Ray's socket paths have a length limit
-    process = subprocess.Popen([sys.executable, "-c", HEAD, str(port), str(temp_dir)], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-c", HEAD, str(port), str(temp_dir)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     deadline = time.time() + 180
     ready = False
     while time.time() < deadline:
@@ -101,10 +107,26 @@ def stand_in(fail: bool = False):
 
 def sft_config(tmp_path: Path, address: str) -> SFTConfig:
     data = tmp_path / "sft.jsonl"
-    write_jsonl(data, [{"id": "1", "domain": "sft", "mode": "think",
-                        "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}])
-    return SFTConfig(name="sft_16k", engine="openrlhf", data=str(data), init="Qwen/Qwen3-8B-Base",
-                     out=str(tmp_path / "sft_16k"), cluster=ClusterConfig(ray_address=address, nodes=1, gpus_per_node=8))
+    write_jsonl(
+        data,
+        [
+            {
+                "id": "1",
+                "source": "t",
+                "domain": "sft",
+                "mode": "think",
+                "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
+            }
+        ],
+    )
+    return SFTConfig(
+        name="sft_16k",
+        engine="openrlhf",
+        data=str(data),
+        init="Qwen/Qwen3-8B-Base",
+        out=str(tmp_path / "sft_16k"),
+        cluster=ClusterConfig(ray_address=address, nodes=1, gpus_per_node=8),
+    )
 
 
 def test_submitted_job_streams_logs_into_the_manifest(tmp_path, ray_head):
@@ -120,9 +142,17 @@ def test_submitted_job_streams_logs_into_the_manifest(tmp_path, ray_head):
     assert "stand-in trainer (CPU) for sft_16k" in log and "step 2 loss 0.333" in log
     # The command recorded is the real OpenRLHF one; the stand-in got exactly its OpenRLHF flags.
     assert job["command"][job["command"].index("--") + 1 : job["command"].index("--") + 7] == [
-        "deepspeed", "--num_nodes", "1", "--num_gpus", "8", "--module"]
+        "deepspeed",
+        "--num_nodes",
+        "1",
+        "--num_gpus",
+        "8",
+        "--module",
+    ]
     written = json.loads((out / "config.json").read_text())["argv"]
     assert written[written.index("--data.dataset") + 1] == manifest["openrlhf_data"]
+    # The Jinja chat template (spaces, quotes, braces) survives `ray job submit` and the job's shell intact.
+    assert written[written.index("--data.tokenizer_chat_template") + 1] == CHAT_TEMPLATE
     converted = [json.loads(line) for line in Path(manifest["openrlhf_data"]).read_text().splitlines()]
     assert converted[0]["messages"][0]["content"] == "hi /think"
 
@@ -134,3 +164,43 @@ def test_failed_job_fails_the_stage_with_its_last_log_lines(tmp_path, ray_head):
     manifest = read_manifest(config.out)
     assert manifest["status"] == "failed"
     assert "CUDA error: out of memory (stand-in)" in manifest["openrlhf_jobs"][0]["last_log_lines"]
+
+
+def test_length_schedule_runs_as_chained_jobs(tmp_path, ray_head):
+    from test_openrlhf_argv import Phase, RLStage
+
+    data = tmp_path / "math.jsonl"
+    write_jsonl(
+        data,
+        [
+            {"id": str(i), "source": "t", "domain": "math", "mode": "think", "prompt": f"{i}+1?",
+             "label": {"answer": str(i + 1)}}
+            for i in range(5)
+        ],
+    )
+    config = RLStage(
+        name="math_rl",
+        engine="openrlhf",
+        data=str(data),
+        init="Qwen/Qwen3-8B-Base",
+        out=str(tmp_path / "math_rl"),
+        prompts_per_step=2,
+        group_size=8,
+        phases=[Phase(2, 1024, 1.0, True), Phase(3, 2048, 0.8, False)],
+        cluster=ClusterConfig(
+            ray_address=ray_head,
+            nodes=1,
+            gpus_per_node=8,
+            vllm_engines=8,
+            reward_urls=["http://127.0.0.1:5000/get_reward"],
+        ),
+    )
+    run_openrlhf_stage(config, entrypoint_override=stand_in())
+    manifest = read_manifest(config.out)
+    first, second = manifest["openrlhf_jobs"]
+    assert manifest["status"] == "completed" and first["status"] == second["status"] == "SUCCEEDED"
+    assert second["init"] == first["output_dir"] and second["output_dir"] == manifest["output_dir"]
+    for job, rows in ((first, 4), (second, 6)):
+        argv = json.loads((Path(job["output_dir"]) / "config.json").read_text())["argv"]
+        assert argv[argv.index("--actor.model_name_or_path") + 1] == job["init"]
+        assert len(Path(argv[argv.index("--data.prompt_dataset") + 1]).read_text().splitlines()) == rows

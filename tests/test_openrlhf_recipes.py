@@ -51,12 +51,19 @@ def test_recipe_numbers_are_the_papers(name):
 def test_recipe_uses_released_datasets_and_cluster_variables(name):
     recipe = recipe_stages(name)
     sources = {values["source"] for values in recipe["stages"].values() if values["kind"] == "prepare_data"}
-    for hub_id in ("nvidia/Nemotron-Cascade-SFT-Stage-1", "nvidia/Nemotron-Cascade-SFT-Stage-2",
-                   "nvidia/Nemotron-Cascade-RL-Instruction-Following", "nvidia/Nemotron-Cascade-RL-Math",
-                   "nvidia/Nemotron-Cascade-RL-SWE"):
+    for hub_id in (
+        "nvidia/Nemotron-Cascade-SFT-Stage-1",
+        "nvidia/Nemotron-Cascade-SFT-Stage-2",
+        "nvidia/Nemotron-Cascade-RL-Instruction-Following",
+        "nvidia/Nemotron-Cascade-RL-Math",
+        "nvidia/Nemotron-Cascade-RL-SWE",
+    ):
         assert hub_id in sources
     cluster = recipe["defaults"]["cluster"]
-    assert cluster["nodes"] * cluster["gpus_per_node"] == cluster["vllm_engines"] * cluster["vllm_tensor_parallel_size"]
+    assert (
+        cluster["nodes"] * cluster["gpus_per_node"]
+        == cluster["vllm_engines"] * cluster["vllm_tensor_parallel_size"]
+    )
 
 
 def _register_missing_kinds(monkeypatch) -> list[str]:
@@ -70,8 +77,13 @@ def _register_missing_kinds(monkeypatch) -> list[str]:
     }
     kinds = dict(kinds_module.STAGE_KINDS)
     for kind in missing:
-        kinds[kind] = StageKind(kind, stand_ins[kind], "cascade_cli.engines.openrlhf.runner:run_openrlhf_stage",
-                                ("rlhf", "rm") if kind == "reward_model" else (kind,), ("init", "data", "out"))
+        kinds[kind] = StageKind(
+            kind,
+            stand_ins[kind],
+            "cascade_cli.engines.openrlhf.runner:run_openrlhf_stage",
+            ("rlhf", "rm") if kind == "reward_model" else (kind,),
+            ("init", "data", "out"),
+        )
     monkeypatch.setattr(kinds_module, "STAGE_KINDS", kinds)
     import cascade_cli.recipe.loader as loader
 
@@ -108,8 +120,12 @@ def test_recipe_plan_prints_the_whole_openrlhf_sequence(name, cli, monkeypatch):
     # The math schedule is consecutive jobs chained by checkpoint; the next stage starts from its output.
     math_jobs = [argv for argv in submits if stage_of(argv) == "math_rl"]
     phases = expected["math_rl"]["phases"]
-    assert [int(value(argv, "--rollout.max_new_tokens")) for argv in math_jobs] == [p["max_response_len"] for p in phases]
-    assert [float(value(argv, "--rollout.temperature")) for argv in math_jobs] == [p["temperature"] for p in phases]
+    assert [int(value(argv, "--rollout.max_new_tokens")) for argv in math_jobs] == [
+        p["max_response_len"] for p in phases
+    ]
+    assert [float(value(argv, "--rollout.temperature")) for argv in math_jobs] == [
+        p["temperature"] for p in phases
+    ]
     for before, after in zip(math_jobs, math_jobs[1:], strict=False):
         assert value(after, "--actor.model_name_or_path") == value(before, "--ckpt.output_dir")
     code = next(argv for argv in submits if stage_of(argv) == "code_rl")
@@ -118,3 +134,84 @@ def test_recipe_plan_prints_the_whole_openrlhf_sequence(name, cli, monkeypatch):
     sft_32k = next(argv for argv in submits if stage_of(argv) == "sft_32k")
     assert value(rlhf, "--actor.model_name_or_path") == value(sft_32k, "--ckpt.output_dir")
     assert value(rlhf, "--reward.model_name_or_path").endswith("/reward_model")
+
+
+def test_recipe_run_dispatches_openrlhf_stages_to_the_engine(tmp_path, cli):
+    """`engine: openrlhf` in a recipe reaches run_openrlhf_stage through the kind registry (dry run here)."""
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(
+        f"name: r\nmodel: Qwen/Qwen3-8B-Base\nrun_dir: {tmp_path / 'run'}\nstages:\n"
+        "  sft:\n    kind: sft\n    engine: openrlhf\n    dry_run: true\n    data: rows.jsonl\n    max_seq_len: 16384\n"
+    )
+    result = cli(["recipe", "run", str(recipe)])
+    assert result.exit_code == 0, result.output
+    assert "deepspeed --num_nodes 1 --num_gpus 8 --module openrlhf.cli.train_sft" in result.stdout
+    assert "--data.max_len 16384" in result.stdout
+    recipe.write_text(recipe.read_text().replace("engine: openrlhf", "engine: slurm"))
+    result = cli(["recipe", "run", str(recipe)])
+    assert result.exit_code == 2 and "engine: expected local or openrlhf, found 'slurm'" in result.output
+
+
+def test_training_commands_take_engine_and_dry_run(cli, tmp_path):
+    result = cli(
+        [
+            "rlvr",
+            "--domain",
+            "math",
+            "--init",
+            "Qwen/Qwen3-8B-Base",
+            "--data",
+            tmp_path / "m.jsonl",
+            "--out",
+            tmp_path / "math_rl",
+            "--engine",
+            "openrlhf",
+            "--dry-run",
+            "cluster.reward_urls=[http://10.0.0.5:5000/get_reward]",
+            "steps=10",
+            "max_response_len=24576",
+        ]
+    )
+    assert result.exit_code == 0, result.output
+    submit = next(line for line in result.stdout.splitlines() if line.startswith("ray job submit"))
+    assert "openrlhf.cli.train_ppo_ray" in submit and "--rollout.max_new_tokens 24576" in submit
+    assert (
+        "--reward.remote_url http://10.0.0.5:5000/get_reward" in submit
+        and not (tmp_path / "math_rl").exists()
+    )
+    result = cli(
+        [
+            "sft",
+            "--init",
+            "Qwen/Qwen3-8B-Base",
+            "--data",
+            tmp_path / "s.jsonl",
+            "--out",
+            tmp_path / "sft",
+            "--engine",
+            "openrlhf",
+            "--dry-run",
+        ]
+    )
+    assert result.exit_code == 0 and "openrlhf.cli.train_sft" in result.stdout
+    result = cli(
+        [
+            "rlvr",
+            "--domain",
+            "math",
+            "--init",
+            "Qwen/Qwen3-8B-Base",
+            "--data",
+            tmp_path / "m.jsonl",
+            "--out",
+            tmp_path / "math_rl",
+            "--engine",
+            "openrlhf",
+            "--dry-run",
+        ]
+    )
+    assert result.exit_code == 2 and "missing reward source" in result.output
+    result = cli(
+        ["sft", "--init", "tiny", "--data", tmp_path / "s.jsonl", "--out", tmp_path / "sft", "--dry-run"]
+    )
+    assert result.exit_code == 2 and "only engine openrlhf has a dry run" in result.output

@@ -231,8 +231,8 @@ def test_resume_after_stop_equals_uninterrupted_run(tmp_path, tiny_dir, data_dir
 
     a, b = load_file(straight / "model.safetensors"), load_file(interrupted / "model.safetensors")
     assert all(torch.equal(a[key], b[key]) for key in a)
-    with pytest.raises(CascadeUsageError, match="different config"):
-        run_sft(sft_config(tiny_dir, data_dir, interrupted, "max_steps=10", "lr=1e-3"))
+    changed = run_sft(sft_config(tiny_dir, data_dir, interrupted, "max_steps=3", "lr=1e-3"))
+    assert changed["train/steps"] == 3 and len(read_metrics(interrupted)) == 3  # trained afresh
 
 
 @pytest.mark.slow
@@ -337,22 +337,3 @@ def test_cli_runs_sft_in_a_subprocess(tmp_path, tiny_dir, data_dir):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "sft done: 2 steps" in done.stderr
     assert read_manifest(out)["status"] == "completed"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "cascade_cli",
-            "sft",
-            "--init",
-            "tiny",
-            "--data",
-            str(data_dir / "nope.jsonl"),
-            "--out",
-            str(out),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 2 and done.stderr.strip() == f"error: {data_dir / 'nope.jsonl'}: file not found"

@@ -87,7 +87,28 @@ def test_math_labels_and_references():
         assert answer_text(row["reference"]) == "\\boxed{" + row["label"]["answer"] + "}"
         assert row["mode"] == "think" and row["reference"].startswith("<think>\n")
         numbers = [int(x) for x in re.findall(r"\d+", row["prompt"])]
-        assert max(numbers) <= tiny_tasks.MAX_ADD
+        assert max(numbers) <= tiny_tasks.MAX_OPERAND
+
+
+def test_math_thinking_is_column_arithmetic_with_true_steps():
+    """Correct chains: every step is a true one-digit fact and the digits compose the answer."""
+    for row in _rows("sft", 600, seed=4, mix={"math": 1.0}, wrong_fraction=0.3):
+        thinking, answer = row["messages"][-1]["content"].split("</think>")
+        problem, chain = thinking.replace("<think>", "").strip().split(": ")
+        assert problem.replace("+", " ").replace("-", " ").replace("*", " ").split() == re.findall(
+            r"\d+", row["messages"][0]["content"]
+        )
+        steps = chain.split(", ")
+        assert len(steps) == 2
+        values = []
+        for step in steps:
+            left, right = step.split("=")
+            values.append(int(right))
+            if row["correct"]:
+                assert eval(left) == int(right), (row["messages"], step)  # noqa: S307 - our own "7+5" strings
+        boxed = int(answer.strip()[len("\\boxed{") : -1])
+        assert boxed == values[1] * 10 + values[0] % 10
+        assert (boxed == int(row["label"]["answer"])) == row["correct"]
 
 
 def _run_code(answer: str, label: dict) -> bool:

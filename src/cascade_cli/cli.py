@@ -78,8 +78,35 @@ def _comma_list(text: str | None) -> list[str] | None:
     return [item.strip() for item in text.split(",") if item.strip()] if text else None
 
 
-@app.command("prepare-data")
+class _PrepareDataGroup(_CascadeGroup):
+    """`prepare-data [OPTIONS] [key=value ...]` prepares a source; `prepare-data filter ...` runs the subcommand.
+
+    A click group would read the first key=value override as a subcommand name; only a known subcommand
+    name in first position is one.
+    """
+
+    def parse_args(self, ctx, args):  # type: ignore[no-untyped-def]
+        if args and args[0] in self.commands:
+            super(TyperGroup, self).parse_args(ctx, [])  # the prepare options' defaults
+            ctx._protected_args, ctx.args = [args[0]], list(args[1:])
+            return ctx.args
+        return super(TyperGroup, self).parse_args(ctx, args)  # options + key=value overrides
+
+
+prepare_data_app = typer.Typer(
+    cls=_PrepareDataGroup,
+    invoke_without_command=True,
+    no_args_is_help=False,
+    rich_markup_mode="rich",
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(prepare_data_app, name="prepare-data")
+
+
+@prepare_data_app.callback()
 def prepare_data_command(
+    ctx: typer.Context,
     overrides: Annotated[
         list[str] | None,
         typer.Argument(help="More config keys as key=value, e.g. wrong_fraction=0.3 split=test", show_default=False),
@@ -88,7 +115,7 @@ def prepare_data_command(
         str | None,
         typer.Option(
             "--source",
-            help="tiny:DOMAIN (math|code|if|pref|general|sft), a .jsonl/.json/.parquet file or folder, or a hub id.",
+            help="tiny:DOMAIN (math|code|if|pref|general|sft|tools), a .jsonl/.json/.parquet file or folder, or a hub id.",
         ),
     ] = None,
     out: Annotated[str | None, typer.Option("--out", help="Output folder (data.jsonl, heldout.jsonl, data_card.json).")] = None,
@@ -103,6 +130,14 @@ def prepare_data_command(
     limit: Annotated[int | None, typer.Option("--limit", help="Read at most this many source rows.")] = None,
     mode: Annotated[str | None, typer.Option("--mode", help="think or no_think for every row.")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Seed for tiny generation and the hold-out draw.")] = None,
+    source_format: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            help="Source format: auto (from the columns), nemotron-sft, nemotron-rl-math, nemotron-rl-if, "
+            "nemotron-rl-swe, openai, alpaca, sharegpt, livecodebench, taco, apps, helpsteer, ultrafeedback.",
+        ),
+    ] = None,
     decontaminate_against: Annotated[
         str | None,
         typer.Option(
@@ -118,20 +153,60 @@ def prepare_data_command(
     """Turn a source into canonical rows: OUT/data.jsonl, OUT/heldout.jsonl and OUT/data_card.json.
 
     Filters (counts in the data card, removed ids in OUT/removed.jsonl): --exclude-prompts-from keeps SFT and
-    RL prompts disjoint; --decontaminate-against drops rows that overlap benchmark prompts.
+    RL prompts disjoint; --decontaminate-against drops rows that overlap benchmark prompts. --format names the
+    source's format (else read off the columns). `cascade prepare-data filter` keeps prompts by pass rate.
 
     Example: [bold]cascade prepare-data --source tiny:math --out data/math --n 400 --holdout 100[/]
     """
+    if ctx.invoked_subcommand is not None:
+        return
     from cascade_cli.data.prepare import build_prepare_config, run_prepare_data
     from cascade_cli.data.sources import parse_field_map
 
     values = {
         "source": source, "out": out, "domain": domain, "n": n, "holdout": holdout, "limit": limit,
-        "mode": mode, "seed": seed, "map": parse_field_map(field_map) or None,
+        "mode": mode, "seed": seed, "map": parse_field_map(field_map) or None, "format": source_format,
         "decontaminate_against": _comma_list(decontaminate_against),
         "exclude_prompts_from": _comma_list(exclude_prompts_from),
     }
     run_prepare_data(build_prepare_config(values, overrides or []))
+
+
+@prepare_data_app.command("filter")
+def prepare_data_filter_command(
+    model: Annotated[str, typer.Option("--model", "--init", help="Checkpoint that samples: tiny, a folder or a hub id.")],
+    data: Annotated[str, typer.Option("--data", help="Canonical RL rows: a .jsonl/.parquet file or a prepare-data folder.")],
+    out: Annotated[str, typer.Option("--out", help="Output folder (data.jsonl, dropped.jsonl, pass_rate.json).")],
+    overrides: Annotated[
+        Optional[list[str]],
+        typer.Argument(help="More config keys as key=value, e.g. max_new_tokens=2048 temperature=0.6", show_default=False),
+    ] = None,
+    k: Annotated[Optional[int], typer.Option("--k", help="Samples per prompt (paper: 16 for math, 8 for code).")] = None,
+    max_pass: Annotated[
+        Optional[float], typer.Option("--max-pass", help="Drop prompts solved this often or more (too easy).")
+    ] = None,
+    min_pass: Annotated[
+        Optional[float], typer.Option("--min-pass", help="Drop prompts solved less often than this (too hard).")
+    ] = None,
+    reuse: Annotated[
+        bool, typer.Option("--reuse", help="Rows that already carry a pass_rate for the same k are not sampled again.")
+    ] = False,
+) -> None:
+    """Pass-rate filtering: sample k answers per prompt, score them with the domain's verifier, keep the band.
+
+    Kept rows satisfy min_pass <= pass_rate < max_pass; every row gets `pass_rate` and `pass_rate_k`; dropped
+    rows go to OUT/dropped.jsonl. Code as in the paper: --k 8 --min-pass 0.1 --max-pass 1.0.
+
+    Example: [bold]cascade prepare-data filter --model runs/sft --data data/math --k 16 --max-pass 0.75 --out data/math_hard[/]
+    """
+    from cascade_cli.data.pass_rate import build_filter_config, run_pass_rate_filter
+    from cascade_cli.engines.local.sampling import generator_sampler
+
+    values = {
+        "init": model, "data": data, "out": out, "k": k, "max_pass": max_pass, "min_pass": min_pass,
+        "reuse": reuse or None,
+    }
+    run_pass_rate_filter(build_filter_config(values, overrides or []), make_sampler=generator_sampler)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -141,6 +216,16 @@ def prepare_data_command(
 # Idle OpenMP threads sleep instead of spinning: on a shared or oversubscribed CPU, spinning threads make
 # small-model training up to 10x slower. Must be set before torch loads, hence here at import time.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+# `--engine` / `--dry-run` on the training commands (same as the overrides engine=... dry_run=true).
+EngineOption = Annotated[
+    Optional[str],
+    typer.Option("--engine", help="local (this process) or openrlhf (OpenRLHF jobs on a Ray cluster; see cluster.*)."),
+]
+DryRunOption = Annotated[
+    bool, typer.Option("--dry-run", help="Print the commands the stage would run (engine openrlhf) and stop.")
+]
 
 
 @app.command("sft", context_settings={"allow_extra_args": False})
@@ -154,6 +239,8 @@ def sft_command(
         Optional[list[str]],
         typer.Argument(help="key=value overrides of the SFT config (lr=3e-4 epochs=2 ...)."),
     ] = None,
+    engine: EngineOption = None,
+    dry_run: DryRunOption = False,
 ) -> None:
     """Supervised fine-tuning with assistant-only loss on the local engine (resumes from OUT/trainer_state).
 
@@ -161,15 +248,124 @@ def sft_command(
     """
     from cascade_cli.config.build import build_stage_config
     from cascade_cli.config.sft import SFTConfig
-    from cascade_cli.engines.local.sft import run_sft
+    from cascade_cli.recipe.kinds import run_config
 
-    config = build_stage_config(SFTConfig, {"init": init, "data": data, "out": out}, overrides or [])
-    run_sft(config)
+    values = {"init": init, "data": data, "out": out, "engine": engine, "dry_run": dry_run or None}
+    config = build_stage_config(SFTConfig, values, overrides or [])
+    run_config(config)
 
 
 # ----------------------------------------------------------------------------------------------------------
 # rlhf (RM + GRPO on RM scores)
 # ----------------------------------------------------------------------------------------------------------
+
+
+class _RlhfGroup(_CascadeGroup):
+    """`cascade rlhf rm ...` runs the subcommand; `cascade rlhf --init ... key=value ...` runs the group's own
+    callback (the policy stage) with the `key=value` words as config overrides."""
+
+    def parse_args(self, ctx, args):  # type: ignore[no-untyped-def]
+        super().parse_args(ctx, args)
+        rest = [*ctx._protected_args, *ctx.args]
+        if rest and rest[0] not in self.commands:
+            ctx.meta["rlhf.overrides"] = rest
+            ctx._protected_args, ctx.args = [], []
+        return ctx.args
+
+
+def _rlhf_stage_config(config_cls: type, flags: dict, overrides: list[str], where: str):
+    """Flags (None: not given) + key=value overrides (which win) -> the stage config."""
+    from omegaconf import OmegaConf
+
+    from cascade_cli.config.structure import parse_overrides, structure
+
+    given = OmegaConf.create({key: value for key, value in flags.items() if value is not None})
+    return structure(config_cls, OmegaConf.merge(given, parse_overrides(overrides, where)), where=where)
+
+
+rlhf_app = typer.Typer(
+    name="rlhf",
+    cls=_RlhfGroup,
+    invoke_without_command=True,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(rlhf_app, name="rlhf")
+
+
+@rlhf_app.callback()
+def rlhf_command(
+    ctx: typer.Context,
+    init: Annotated[Optional[str], typer.Option("--init", help="SFT checkpoint to start the policy from.")] = None,
+    reward_model: Annotated[
+        Optional[str], typer.Option("--reward-model", help="Reward-model checkpoint (from `cascade rlhf rm`).")
+    ] = None,
+    data: Annotated[Optional[str], typer.Option("--data", help="Prompt rows (JSONL/parquet or a prepare-data dir).")] = None,
+    out: Annotated[Optional[str], typer.Option("--out", help="Output checkpoint directory.")] = None,
+    eval_data: Annotated[
+        Optional[str], typer.Option("--eval-data", help="Held-out prompts: mean RM score of greedy answers before/after.")
+    ] = None,
+) -> None:
+    """GRPO on a reward model's scores (Half-Half thinking modes, code-switch penalty); subcommand `rm` trains the RM.
+
+    Overrides go after the options as key=value (steps=20 kl_coef=1e-3 reward_shaping=zscore_tanh ...).
+
+    Example: [bold]cascade rlhf --init runs/tiny/sft --reward-model runs/tiny/rm --data data/general --out runs/tiny/rlhf steps=20[/]
+
+    Example: [bold]cascade rlhf rm --init runs/tiny/sft --data data/pref --out runs/tiny/rm[/]
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    from cascade_cli.config.rlhf import RLHFConfig
+    from cascade_cli.recipe.kinds import run_config
+
+    values = {"init": init, "reward_model": reward_model, "data": data, "out": out, "eval_data": eval_data}
+    config = _rlhf_stage_config(RLHFConfig, values, ctx.meta.get("rlhf.overrides", []), "rlhf")
+    summary = run_config(config)
+    line = f"[green]done[/]: {config.out}  steps {summary.get('steps', '-')}"
+    if "heldout_reward_after" in summary:
+        line += f"  held-out RM score {summary['heldout_reward_before']:.3f} -> {summary['heldout_reward_after']:.3f}"
+    console.print(line)
+
+
+@rlhf_app.command("rm")
+def rlhf_rm_command(
+    init: Annotated[str, typer.Option("--init", help="Start model (usually the SFT checkpoint); tiny / tiny:SEED.")],
+    data: Annotated[str, typer.Option("--data", help="Preference pairs (JSONL/parquet or a prepare-data dir).")],
+    out: Annotated[str, typer.Option("--out", help="Output reward-model checkpoint directory.")],
+    eval_data: Annotated[
+        Optional[str], typer.Option("--eval-data", help="Held-out pairs (default: heldout.jsonl or a split).")
+    ] = None,
+    skip_bad_rows: Annotated[
+        bool, typer.Option("--skip-bad-rows", help="Drop bad pairs (empty/identical sides, missing fields) with a count.")
+    ] = False,
+    overrides: Annotated[
+        Optional[list[str]], typer.Argument(help="key=value overrides (lr=1e-5 epochs=1 ...).", show_default=False)
+    ] = None,
+) -> None:
+    """Train a Bradley-Terry reward model (one `score` head; loads in AutoModelForSequenceClassification and OpenRLHF).
+
+    Example: [bold]cascade rlhf rm --init runs/tiny/sft --data runs/tiny/data/pref --out runs/tiny/rm lr=1e-3[/]
+    """
+    from cascade_cli.config.rm import RewardModelConfig
+    from cascade_cli.recipe.kinds import run_config
+
+    values = {"init": init, "data": data, "out": out, "eval_data": eval_data}
+    if skip_bad_rows:
+        values["skip_bad_rows"] = True
+    config = _rlhf_stage_config(RewardModelConfig, values, overrides or [], "rlhf rm")
+    summary = run_config(config)
+    line = f"[green]done[/]: {out}  steps {summary.get('steps', '-')}"
+    if "heldout_accuracy" in summary:
+        line += (
+            f"  held-out pairwise accuracy {summary['heldout_accuracy_before']:.3f} -> "
+            f"{summary['heldout_accuracy']:.3f}  margin {summary['heldout_margin']:.2f}"
+        )
+    if summary.get("bad_rows_dropped"):
+        line += f"  ({summary['bad_rows_dropped']} bad rows dropped)"
+    console.print(line)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -190,6 +386,8 @@ def rlvr_command(
         list[str] | None,
         typer.Argument(help="Config overrides key=value, e.g. steps=20 group_size=8 dynamic_filter=true", show_default=False),
     ] = None,
+    engine: EngineOption = None,
+    dry_run: DryRunOption = False,
 ) -> None:
     """GRPO with the domain's verifier as the reward (strictly on-policy, token-level loss, no KL).
 
@@ -197,14 +395,17 @@ def rlvr_command(
     """
     from cascade_cli.config.grpo import RLVRConfig
     from cascade_cli.config.structure import parse_overrides, structure
-    from cascade_cli.engines.local.grpo import run_rlvr
+    from cascade_cli.recipe.kinds import run_config
 
     values = parse_overrides(overrides or [])
     flags = {"domain": domain, "init": init, "data": str(data), "out": str(out)}
     if eval_data is not None:
         flags["eval_data"] = str(eval_data)
+    flags.update({key: value for key, value in (("engine", engine), ("dry_run", dry_run or None)) if value})
     config = structure(RLVRConfig, {**flags, **values}, where="rlvr")
-    summary = run_rlvr(config)
+    summary = run_config(config)
+    if config.engine != "local":
+        return
     line = f"[green]done[/]: {out}  steps {summary['steps']}"
     if "heldout_accuracy_after" in summary:
         line += f"  held-out accuracy {summary['heldout_accuracy_before']:.3f} -> {summary['heldout_accuracy_after']:.3f}"

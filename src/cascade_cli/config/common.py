@@ -18,7 +18,7 @@ class ClusterConfig:
     ref_gpus: int | None = None
     critic_gpus: int | None = None
     reward_gpus: int | None = None
-    vllm_engines: int = 1
+    vllm_engines: int = 8  # colocate_all: vllm_engines x vllm_tensor_parallel_size must equal the actor GPUs
     vllm_tensor_parallel_size: int = 1
     colocate_all: bool = True
     runtime_env_json: str = ""

@@ -36,3 +36,10 @@ class PrepareDataConfig(StageConfig):
     # Token-length percentiles in the data card with this tokenizer: `tiny` (the embedded char-level one) or
     # a tokenizer folder / model id; without it the card reports character lengths only.
     tokenizer: str | None = None
+    # Source format: auto reads it off each row's columns (rows no format claims take the generic column
+    # rules); data/formats.py names the released and public ones (nemotron-sft, nemotron-rl-math, openai,
+    # livecodebench, apps, ...); helpsteer | ultrafeedback (data/preferences.py) turn raw rows into pref
+    # pairs (ties dropped). drop_math_code drops math and competitive-programming prompts
+    # (data/prompt_filters.py; for RLHF prompts).
+    format: str = "auto"
+    drop_math_code: bool = False

@@ -77,6 +77,9 @@ class GRPOConfig(StageConfig):
     max_grad_norm: float = 1.0
     adv_eps: float = 1e-6
     kl_coef: float = 0.0  # > 0: k3 KL to the frozen initial policy
+    # token: sum over the step's tokens / their count (paper default); sequence: each response's token
+    # mean, then the mean over responses (RLHF stabiliser).
+    loss_aggregation: str = "token"
     entropy_coef: float = 0.0  # > 0: entropy bonus
     train_micro_batch: int = 32  # sequences per forward/backward (gradient accumulation, one step)
     dtype: str = "auto"  # auto (bf16 on GPU, fp32 on CPU) | float32 | bfloat16

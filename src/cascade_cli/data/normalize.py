@@ -19,7 +19,7 @@ PROMPT_ALIASES: tuple[str, ...] = ("prompt", "problem", "question")
 ID_ALIASES: tuple[str, ...] = ("id", "unique_id", "instance_id", "task_id", "key", "problem_id")
 RESPONSE_ALIASES: tuple[str, ...] = ("response", "completion", "output", "answer_text")
 # Extra keys kept on canonical rows (everything else the source had is dropped).
-KEPT_EXTRAS: tuple[str, ...] = ("reference", "task", "correct", "pass_rate", "tools")
+KEPT_EXTRAS: tuple[str, ...] = ("reference", "task", "correct", "pass_rate", "pass_rate_k", "tools")
 DOMAIN_MODES: dict[str, str] = {"math": "think", "code": "think", "swe": "think", "if": "no_think"}
 _SHAREGPT_ROLES = {
     "human": "user",

@@ -23,10 +23,13 @@ from cascade_cli.checkpoint import write_manifest
 from cascade_cli.config.data import PrepareDataConfig
 from cascade_cli.config.structure import parse_overrides, structure, to_plain
 from cascade_cli.console import console, print_warning
-from cascade_cli.data import tiny_tasks
+from cascade_cli.data import tiny_tasks, tiny_tools
 from cascade_cli.data.decontaminate import FilterResult, NgramIndex, build_index, filter_rows
+from cascade_cli.data.formats import FormatError, check_format, convert_row
 from cascade_cli.data.io import CARD_FILE, DATA_FILE, DOMAINS, HELDOUT_FILE, pref_pair
 from cascade_cli.data.normalize import normalize_row
+from cascade_cli.data.preferences import normalize_preferences
+from cascade_cli.data.prompt_filters import drop_math_and_code
 from cascade_cli.data.sources import (
     Source,
     apply_field_map,
@@ -39,6 +42,7 @@ from cascade_cli.errors import CascadeRunError, CascadeUsageError
 from cascade_cli.jsonl import write_jsonl
 
 REMOVED_FILE = "removed.jsonl"
+PREFERENCE_FORMATS: tuple[str, ...] = ("helpsteer", "ultrafeedback")  # data/preferences.py
 PROGRESS_MIN_ROWS = 5000  # smaller inputs finish before a bar is worth drawing
 
 
@@ -65,6 +69,11 @@ def check_config(config: PrepareDataConfig) -> None:
             raise CascadeUsageError(
                 f"prepare-data: {key}: expected a count >= 0; found {getattr(config, key)}"
             )
+    if config.format not in PREFERENCE_FORMATS:
+        try:
+            check_format(config.format, also=PREFERENCE_FORMATS)
+        except ValueError as error:
+            raise CascadeUsageError(f"prepare-data: {error}") from None
     if config.limit is not None and config.limit < 1:
         raise CascadeUsageError(f"prepare-data: limit: expected a count >= 1; found {config.limit}")
     if config.ngram_n < 1:
@@ -98,11 +107,23 @@ def prompt_key(row: dict[str, Any]) -> str:
 def _tiny_rows(
     config: PrepareDataConfig, source: Source
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    if source.tiny_domain not in tiny_tasks.TINY_DOMAINS:
+    if config.format not in (None, "auto"):
+        raise CascadeUsageError(
+            f"--format {config.format}: applies to files and hub datasets, not {source.spec}"
+        )
+    known = (*tiny_tasks.TINY_DOMAINS, tiny_tools.NAME)
+    if source.tiny_domain not in known:
         raise CascadeUsageError(
             f"--source {source.spec}: unknown tiny domain {source.tiny_domain!r}; "
-            f"expected one of {', '.join('tiny:' + d for d in tiny_tasks.TINY_DOMAINS)}"
+            f"expected one of {', '.join('tiny:' + d for d in known)}"
         )
+    if source.tiny_domain == tiny_tools.NAME:  # tool-use sft conversations (data/tiny_tools.py)
+        try:
+            train = tiny_tools.generate(config.n, seed=config.seed, split="train", mode=config.mode)
+            heldout = tiny_tools.generate(config.holdout, seed=config.seed, split="heldout", mode=config.mode)
+        except ValueError as error:
+            raise CascadeUsageError(f"--source {source.spec}: {error}") from None
+        return train, heldout
     options = {"mode": config.mode, "wrong_fraction": config.wrong_fraction, "mix": dict(config.mix) or None}
     try:
         train = tiny_tasks.generate(source.tiny_domain, config.n, seed=config.seed, split="train", **options)
@@ -147,6 +168,15 @@ def _raw_rows(config: PrepareDataConfig, source: Source):
     return generate(), total
 
 
+def preference_row(row: dict[str, Any], fmt: str, where: str) -> dict[str, Any] | None:
+    """A HelpSteer/UltraFeedback row as a pref pair; None for a tie (no preference)."""
+    pairs, _ = normalize_preferences([row], fmt, where=where)
+    if not pairs:
+        return None
+    pair = {key: value for key, value in pairs[0].items() if key not in ("id", "source")}
+    return {**pair, "id": row["id"]} if "id" in row else pair
+
+
 def _read_rows(config: PrepareDataConfig, source: Source) -> list[dict[str, Any]]:
     rows_iter, total = _raw_rows(config, source)
     mapping = dict(config.map)
@@ -165,13 +195,23 @@ def _read_rows(config: PrepareDataConfig, source: Source) -> list[dict[str, Any]
         task = progress.add_task(Path(source.spec).name, total=total)
         for where, number, raw in rows_iter:
             mapped = apply_field_map(raw, mapping, f"{where}: row {number}")
+            format_domain = None
+            if config.format in PREFERENCE_FORMATS:  # a preference source: raw rows -> pairs first
+                mapped = preference_row(mapped, config.format, f"{where}: row {number}")
+                if mapped is None:
+                    continue
+            else:
+                try:
+                    mapped, format_domain = convert_row(mapped, config.format)
+                except FormatError as error:
+                    raise CascadeUsageError(f"{where}: row {number}: {error}") from None
             rows.append(
                 normalize_row(
                     mapped,
                     number=number,
                     where=where,
                     source=source.spec,
-                    domain=config.domain,
+                    domain=config.domain or format_domain,
                     mode=config.mode,
                     id_prefix=Path(where).stem or "row",
                 )
@@ -273,7 +313,7 @@ def rendered_text(row: dict[str, Any]) -> str:
     """What a model sees for this row (prompt plus the answer it trains on, when there is one)."""
     mode = row.get("mode", "think")
     if "messages" in row:
-        return render_messages(row["messages"], mode=mode)
+        return render_messages(row["messages"], mode=mode, tools=row.get("tools") or None)
     if row.get("domain") == "pref":
         messages, chosen, _ = pref_pair(row)
         return render_messages(messages, mode=mode, add_generation_prompt=True) + chosen
@@ -358,7 +398,8 @@ def _print_summary(card: dict[str, Any], out: Path, dry_run: bool) -> None:
     for report in card["filters"][1:]:
         by = ", ".join(f"{name} {count}" for name, count in report["removed_by"].items())
         console.print(
-            f"{report['name']} ({report['ngram_n']}-grams): {report['in']} -> {report['out']} rows; removed by {by}",
+            f"{report['name']}" + (f" ({report['ngram_n']}-grams)" if "ngram_n" in report else "")
+            + f": {report['in']} -> {report['out']} rows; removed by {by}",
             soft_wrap=True,
         )
     counts = card["counts"]
@@ -405,6 +446,11 @@ def run_prepare_data(config: PrepareDataConfig) -> dict[str, Any]:
     ]
     train, removed, reports = apply_overlap_filters(config, train)
     filters += reports
+    if config.drop_math_code:
+        before = len(train)
+        train, report = drop_math_and_code(train)
+        filters.append({"name": "drop_math_code", "in": before, "out": len(train), "removed_by": report["dropped"],
+                        "examples": report["dropped_examples"]})
     card: dict[str, Any] = {
         "source": config.source,
         "source_kind": source.kind,

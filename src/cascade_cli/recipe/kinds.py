@@ -32,6 +32,11 @@ class StageKind:
             return run_openrlhf_stage(config) or {}
         if engine != "local":
             raise CascadeUsageError(f"stage {config.name or self.kind}: engine: expected local or openrlhf, found {engine!r}")
+        if getattr(config, "dry_run", False):
+            raise CascadeUsageError(
+                f"stage {config.name or self.kind}: dry_run: only engine openrlhf has a dry run "
+                "(`cascade recipe plan` prints a local stage's command)"
+            )
         return _load(self.runner)(config) or {}
 
 
@@ -55,6 +60,30 @@ STAGE_KINDS: dict[str, StageKind] = {
         "cascade_cli.engines.local.sft:run_sft",
         ("sft",),
         ("init", "data", "out"),
+    ),
+    "reward_model": StageKind(
+        "reward_model",
+        "cascade_cli.config.rm:RewardModelConfig",
+        "cascade_cli.engines.local.reward_model:run_reward_model",
+        ("rlhf", "rm"),
+        ("init", "data", "out"),
+        # Not a policy: the next stage's init skips it and the recipe does not generate with it. Its own
+        # `init` is not defaulted either; recipes name it (`init: ${stages.sft.out}`).
+        produces_model=False,
+    ),
+    "rlhf": StageKind(
+        "rlhf",
+        "cascade_cli.config.rlhf:RLHFConfig",
+        "cascade_cli.engines.local.rlhf:run_rlhf",
+        ("rlhf",),
+        ("init", "reward_model", "data", "out"),
+    ),
+    "rlvr": StageKind(
+        "rlvr",
+        "cascade_cli.config.grpo:RLVRConfig",
+        "cascade_cli.engines.local.grpo:run_rlvr",
+        ("rlvr",),
+        ("domain", "init", "data", "out"),
     ),
 }
 

@@ -229,12 +229,13 @@ class Generator:
         stop = list(stop or ())
         if self.backend == "vllm":
             return self._generate_vllm(prompts, n, max_new_tokens, temperature, top_p, top_k, stop, logprobs)
-        flat = [prompt for prompt in prompts for _ in range(n)]
+        per_chunk = max(1, self.max_batch_size // n)
         results: list[Completion] = []
-        for start in range(0, len(flat), self.max_batch_size):
+        for start in range(0, len(prompts), per_chunk):
             results.extend(
                 self._generate_hf(
-                    flat[start : start + self.max_batch_size],
+                    prompts[start : start + per_chunk],
+                    n,
                     max_new_tokens,
                     temperature,
                     top_p,
@@ -288,6 +289,7 @@ class Generator:
     def _generate_hf(
         self,
         prompts: list[str],
+        n: int,
         max_new_tokens: int,
         temperature: float,
         top_p: float,
@@ -295,75 +297,103 @@ class Generator:
         stop: list[str],
         logprobs: bool,
     ) -> list[Completion]:
+        """`n` samples of each prompt, flattened in prompt order.
+
+        Each prompt is prefilled once and its KV cache repeated `n` times; rows that have finished are
+        dropped from the batch (cache included) once a quarter of the live rows are done.
+        """
         from transformers import DynamicCache
 
-        tokenizer, model = self.tokenizer, self.model
+        tokenizer, model, device = self.tokenizer, self.model, self.device
         stop_ids, stop_strings = _stop_token_ids(tokenizer, stop)
         encoded = [tokenizer.encode(p, add_special_tokens=False) for p in prompts]
         width = max(len(ids) for ids in encoded)
-        batch = len(encoded)
-        input_ids = torch.full((batch, width), self.pad_id, dtype=torch.long)
-        attention = torch.zeros((batch, width), dtype=torch.long)
+        input_ids = torch.full((len(encoded), width), self.pad_id, dtype=torch.long)
+        prompt_mask = torch.zeros((len(encoded), width), dtype=torch.long)
         for row, ids in enumerate(encoded):  # left padding: every row's next token sits in the last column
             input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
-            attention[row, width - len(ids) :] = 1
-        input_ids, attention = input_ids.to(self.device), attention.to(self.device)
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)
-        stop_tensor = torch.tensor(stop_ids or [-1], device=self.device)
+            prompt_mask[row, width - len(ids) :] = 1
+        input_ids, prompt_mask = input_ids.to(device), prompt_mask.to(device)
+        positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
+        stop_tensor = torch.tensor(stop_ids or [-1], device=device)
 
         was_training = model.training
         model.eval()
         cache = DynamicCache()
         out = model(
             input_ids=input_ids,
-            attention_mask=attention,
+            attention_mask=prompt_mask,
             position_ids=positions,
             past_key_values=cache,
             use_cache=True,
+            logits_to_keep=1,
         )
-        next_positions = positions[:, -1:] + 1
-        generated = torch.full((batch, max_new_tokens), self.pad_id, dtype=torch.long, device=self.device)
-        lengths = torch.zeros(batch, dtype=torch.long, device=self.device)
-        finished = torch.zeros(batch, dtype=torch.bool, device=self.device)
-        stopped = torch.zeros(batch, dtype=torch.bool, device=self.device)
-        logprob_sums = torch.zeros(batch, dtype=torch.float32, device=self.device)
-        stop_text_len = max(
-            (len(tokenizer.encode(s, add_special_tokens=False)) for s in stop_strings), default=0
+        logits = out.logits[:, -1, :].float()
+        if n > 1:
+            cache.batch_repeat_interleave(n)
+            logits = logits.repeat_interleave(n, dim=0)
+            prompt_mask = prompt_mask.repeat_interleave(n, dim=0)
+            positions = positions.repeat_interleave(n, dim=0)
+        batch = prompt_mask.shape[0]
+        attention = torch.cat(
+            [prompt_mask, torch.ones((batch, max_new_tokens), dtype=torch.long, device=device)], 1
         )
+        next_position = positions[:, -1:] + 1
+        generated = torch.full((batch, max_new_tokens), self.pad_id, dtype=torch.long, device=device)
+        lengths = torch.zeros(batch, dtype=torch.long, device=device)
+        stopped = torch.zeros(batch, dtype=torch.bool, device=device)
+        logprob_sums = torch.zeros(batch, dtype=torch.float32, device=device)
+        live = torch.arange(batch, device=device)  # original row of each row still in the batch
+        done = torch.zeros(batch, dtype=torch.bool, device=device)  # per live row
+        window = max((len(tokenizer.encode(s, add_special_tokens=False)) for s in stop_strings), default=0)
         for step in range(max_new_tokens):
-            logits = out.logits[:, -1, :].float()
             token = _sample(logits, temperature, top_p, top_k, self.rng)
-            token = torch.where(finished, torch.full_like(token, self.pad_id), token)
+            token = torch.where(done, torch.full_like(token, self.pad_id), token)
             if logprobs:
                 chosen = logits.log_softmax(-1).gather(-1, token[:, None]).squeeze(-1)
-                logprob_sums += torch.where(finished, torch.zeros_like(chosen), chosen)
-            generated[:, step] = token
-            lengths += (~finished).long()
-            hit = torch.isin(token, stop_tensor) & ~finished
+                logprob_sums[live] += torch.where(done, torch.zeros_like(chosen), chosen)
+            generated[live, step] = token
+            lengths[live] += (~done).long()
+            hit = torch.isin(token, stop_tensor) & ~done
             if stop_strings:
-                hit |= self._stop_string_hits(generated, step, finished, stop_strings, stop_text_len)
-            stopped |= hit
-            finished |= hit
-            if bool(finished.all()) or step == max_new_tokens - 1:
+                hit |= self._stop_string_hits(generated[live], step, done, stop_strings, window)
+            stopped[live] |= hit
+            done |= hit
+            n_done = int(done.sum())
+            if n_done == len(live) or step == max_new_tokens - 1:
                 break
-            attention = torch.cat([attention, (~finished).long()[:, None]], dim=1)
-            out = model(
-                input_ids=token[:, None],
-                attention_mask=attention,
-                position_ids=next_positions,
-                past_key_values=cache,
-                use_cache=True,
+            if n_done * 4 >= len(live):  # compact: drop finished rows from the batch and the cache
+                keep = (~done).nonzero().squeeze(-1)
+                cache.batch_select_indices(keep)
+                live, token, next_position = live[keep], token[keep], next_position[keep]
+                done = done[keep]
+                attention = attention[keep]
+            attention_now = attention[:, : width + step + 1]
+            logits = (
+                model(
+                    input_ids=token[:, None],
+                    attention_mask=attention_now,
+                    position_ids=next_position,
+                    past_key_values=cache,
+                    use_cache=True,
+                )
+                .logits[:, -1, :]
+                .float()
             )
-            next_positions = next_positions + 1
+            next_position = next_position + 1
         if was_training:
             model.train()
 
         completions: list[Completion] = []
-        generated_cpu, lengths_cpu = generated.cpu().tolist(), lengths.cpu().tolist()
+        generated_cpu, lengths_cpu, stopped_cpu = (
+            generated.cpu().tolist(),
+            lengths.cpu().tolist(),
+            stopped.tolist(),
+        )
         for row in range(batch):
             ids = generated_cpu[row][: lengths_cpu[row]]
             text = tokenizer.decode(ids, skip_special_tokens=True)
-            if bool(stopped[row]):
+            if stopped_cpu[row]:
                 for stop_string in stop_strings:
                     cut = text.find(stop_string)
                     if cut >= 0:
@@ -372,7 +402,7 @@ class Generator:
                 Completion(
                     text=text,
                     token_ids=ids,
-                    finish_reason="stop" if bool(stopped[row]) else "length",
+                    finish_reason="stop" if stopped_cpu[row] else "length",
                     logprob_sum=float(logprob_sums[row]) if logprobs else None,
                 )
             )

@@ -54,23 +54,29 @@ def grpo_loss(
     tokens: torch.Tensor,  # [B, T] response tokens
     mask: torch.Tensor,  # [B, T] 1 for tokens that carry loss
     advantages: torch.Tensor,  # [B]
-    total_tokens: int,  # response tokens in the whole step (token-level normalisation)
+    total_tokens: int,  # token level: response tokens in the whole step; sequence level: responses in it
     ref_logprobs: torch.Tensor | None = None,
     kl_coef: float = 0.0,
     entropy_coef: float = 0.0,
+    aggregation: str = "token",
 ) -> tuple[torch.Tensor, dict[str, float]]:
+    def reduce(values: torch.Tensor) -> torch.Tensor:
+        if aggregation == "sequence":  # each response's token mean, then a sum over responses
+            return ((values * mask).sum(-1) / mask.sum(-1).clamp(min=1)).sum() / total_tokens
+        return (values * mask).sum() / total_tokens
+
     logprobs_all = logits.float().log_softmax(-1)
     logprobs = logprobs_all.gather(-1, tokens[..., None]).squeeze(-1)
     ratio = torch.exp(logprobs - logprobs.detach())  # == 1 on-policy; its gradient is grad(logprobs)
-    loss = -(advantages[:, None] * ratio * mask).sum() / total_tokens
+    loss = -reduce(advantages[:, None] * ratio)
     entropy = -(logprobs_all.exp() * logprobs_all).sum(-1)
     if entropy_coef:
-        loss = loss - entropy_coef * (entropy * mask).sum() / total_tokens
+        loss = loss - entropy_coef * reduce(entropy)
     kl = torch.zeros(())
     if kl_coef and ref_logprobs is not None:
         log_ratio = ref_logprobs - logprobs
         kl = torch.exp(log_ratio) - log_ratio - 1  # k3 estimator of KL(policy || reference)
-        loss = loss + kl_coef * (kl * mask).sum() / total_tokens
+        loss = loss + kl_coef * reduce(kl)
         kl = (kl * mask).sum()
     return loss, {"entropy_sum": float((entropy.detach() * mask).sum()), "kl_sum": float(kl.detach())}
 
@@ -119,6 +125,71 @@ def group_advantages(rewards: list[float], mask: list[bool], eps: float) -> list
         return [0.0] * len(rewards)
     mean, std = kept.mean(), kept.std()
     return [float((r - mean) / (std + eps)) if m else 0.0 for r, m in zip(rewards, mask, strict=True)]
+
+
+def response_logits(
+    model: Any,
+    micro: list[tuple[list[int], list[int], float, bool]],
+    temperature: float,
+    pad: int,
+    device: str,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Logits [B, R, V] that predict each response token, with the tokens, loss mask and advantages.
+
+    The G responses of a group share their prompt: it runs through the model once (with gradients) and
+    its KV cache is gathered for every response, then the responses run on top of it.
+    """
+    from transformers import DynamicCache
+
+    prompts: list[list[int]] = []
+    prompt_of: list[int] = []
+    for prompt, *_ in micro:
+        if not prompts or prompts[-1] is not prompt:
+            prompts.append(prompt)
+        prompt_of.append(len(prompts) - 1)
+    prompt_width = max(len(p) for p in prompts)
+    response_width = max(len(r) for _, r, *_ in micro)
+    prompt_ids = torch.full((len(prompts), prompt_width), pad, dtype=torch.long)
+    prompt_mask = torch.zeros_like(prompt_ids)
+    for row, prompt in enumerate(prompts):  # left padding
+        prompt_ids[row, prompt_width - len(prompt) :] = torch.tensor(prompt)
+        prompt_mask[row, prompt_width - len(prompt) :] = 1
+    tokens = torch.full((len(micro), response_width), pad, dtype=torch.long)
+    mask = torch.zeros((len(micro), response_width), dtype=torch.float32)
+    response_mask = torch.zeros((len(micro), response_width), dtype=torch.long)
+    for row, (_, response, _, keep) in enumerate(micro):  # right padding
+        tokens[row, : len(response)] = torch.tensor(response)
+        response_mask[row, : len(response)] = 1
+        mask[row, : len(response)] = float(keep)
+    advantages = torch.tensor([a for *_, a, _ in micro], dtype=torch.float32, device=device)
+    index = torch.tensor(prompt_of, device=device)
+    prompt_ids, prompt_mask = prompt_ids.to(device), prompt_mask.to(device)
+    tokens, mask, response_mask = tokens.to(device), mask.to(device), response_mask.to(device)
+
+    cache = DynamicCache()
+    prompt_positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
+    last = model(
+        input_ids=prompt_ids,
+        attention_mask=prompt_mask,
+        position_ids=prompt_positions,
+        past_key_values=cache,
+        use_cache=True,
+        logits_to_keep=1,
+    ).logits
+    cache.batch_select_indices(index)
+    attention = torch.cat([prompt_mask[index], response_mask], dim=1)
+    positions = prompt_positions[index, -1:] + 1 + torch.arange(response_width, device=device)
+    if response_width == 1:
+        return last[index] / temperature, tokens, mask, advantages
+    rest = model(
+        input_ids=tokens[:, :-1],
+        attention_mask=attention[:, :-1],
+        position_ids=positions[:, :-1],
+        past_key_values=cache,
+        use_cache=True,
+    ).logits
+    logits = torch.cat([last[index], rest], dim=1) / temperature  # the sampling distribution's logits
+    return logits, tokens, mask, advantages
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -185,6 +256,10 @@ class GRPOTrainer:
             raise CascadeUsageError(f"mode: expected one of {', '.join(PROMPT_MODES)}; found {mode!r}")
         if config.group_size < 2:
             raise CascadeUsageError(f"group_size: expected at least 2, found {config.group_size}")
+        if config.loss_aggregation not in ("token", "sequence"):
+            raise CascadeUsageError(
+                f"loss_aggregation: expected token or sequence; found {config.loss_aggregation!r}"
+            )
         if config.prompts_per_step < 1:
             raise CascadeUsageError(f"prompts_per_step: expected at least 1, found {config.prompts_per_step}")
         self.config, self.reward, self.domain, self.mode = config, reward, domain, mode
@@ -363,6 +438,7 @@ class GRPOTrainer:
                 fixed if t and fixed is not None else float(s.reward)
                 for t, s in zip(truncated, group.scores, strict=True)
             ]
+            group.rewards = self.reward.shape(group.rewards)
             group.advantages = group_advantages(group.rewards, group.loss_mask, self.config.adv_eps)
 
     # ---- update --------------------------------------------------------------------------------------
@@ -379,12 +455,15 @@ class GRPOTrainer:
         """One optimizer step over every response of the step (micro-batched), token-level loss."""
         sequences = self._batch(groups)
         total_tokens = sum(len(resp) for _, resp, _, keep in sequences if keep)
+        normaliser = total_tokens
+        if self.config.loss_aggregation == "sequence":
+            normaliser = sum(1 for _, _, _, keep in sequences if keep)
         self.optimizer.zero_grad(set_to_none=True)
         entropy_sum = kl_sum = 0.0
         if total_tokens:
             for start in range(0, len(sequences), self.config.train_micro_batch):
                 micro = sequences[start : start + self.config.train_micro_batch]
-                stats = self._micro_step(micro, total_tokens, temperature)
+                stats = self._micro_step(micro, normaliser, temperature)
                 entropy_sum += stats["entropy_sum"]
                 kl_sum += stats["kl_sum"]
         grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.config.max_grad_norm)
@@ -403,43 +482,16 @@ class GRPOTrainer:
     def _micro_step(
         self, micro: list[tuple[list[int], list[int], float, bool]], total_tokens: int, temperature: float
     ) -> dict[str, float]:
-        # Layout: [left pad | prompt | response | right pad], so every response starts at the same column
-        # and only the last R+1 positions need logits.
-        prompt_width = max(len(p) for p, *_ in micro)
-        response_width = max(len(r) for _, r, *_ in micro)
-        pad = self.pad_id
-        ids = torch.full((len(micro), prompt_width + response_width), pad, dtype=torch.long)
-        attention = torch.zeros_like(ids)
-        tokens = torch.full((len(micro), response_width), pad, dtype=torch.long)
-        mask = torch.zeros((len(micro), response_width), dtype=torch.float32)
-        advantages = torch.tensor([a for *_, a, _ in micro], dtype=torch.float32)
-        for row, (prompt, response, _, keep) in enumerate(micro):
-            ids[row, prompt_width - len(prompt) : prompt_width] = torch.tensor(prompt)
-            ids[row, prompt_width : prompt_width + len(response)] = torch.tensor(response)
-            attention[row, prompt_width - len(prompt) : prompt_width + len(response)] = 1
-            tokens[row, : len(response)] = torch.tensor(response)
-            mask[row, : len(response)] = float(keep)
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)
-        ids, attention, positions = ids.to(self.device), attention.to(self.device), positions.to(self.device)
-        tokens, mask, advantages = tokens.to(self.device), mask.to(self.device), advantages.to(self.device)
-
-        def response_logits(model: Any) -> torch.Tensor:
-            out = model(
-                input_ids=ids,
-                attention_mask=attention,
-                position_ids=positions,
-                logits_to_keep=response_width + 1,
-                use_cache=False,
-            )
-            return out.logits[:, :-1] / temperature  # the sampling distribution's logits
-
+        logits, tokens, mask, advantages = response_logits(
+            self.policy, micro, temperature, self.pad_id, self.device
+        )
         ref_logprobs = None
         if self.reference is not None:
             with torch.no_grad():
-                ref_logprobs = response_logits(self.reference).float().log_softmax(-1)
-                ref_logprobs = ref_logprobs.gather(-1, tokens[..., None]).squeeze(-1)
+                ref_logits = response_logits(self.reference, micro, temperature, self.pad_id, self.device)[0]
+                ref_logprobs = ref_logits.float().log_softmax(-1).gather(-1, tokens[..., None]).squeeze(-1)
         loss, stats = grpo_loss(
-            response_logits(self.policy),
+            logits,
             tokens,
             mask,
             advantages,
@@ -447,6 +499,7 @@ class GRPOTrainer:
             ref_logprobs,
             self.config.kl_coef,
             self.config.entropy_coef,
+            self.config.loss_aggregation,
         )
         loss.backward()
         return stats
@@ -682,7 +735,7 @@ def run_rlvr(config: RLVRConfig) -> dict[str, Any]:
     check_rows(rows, verifier, config.data)
     eval_rows = None
     if config.eval_data:
-        eval_rows = load_rows(config.eval_data)
+        eval_rows = load_rows(config.eval_data, default_name="heldout.jsonl")
         check_rows(eval_rows, verifier, config.eval_data)
     require_model_dir(resolve_model(config.init or ""), "init checkpoint")
     reward = VerifierReward(config.domain, workers=config.verify_workers, options=options)

@@ -17,18 +17,20 @@ from cascade_cli.errors import CascadeUsageError
 from cascade_cli.verifiers.base import RecordError, Verifier, parse_label
 
 
-def load_rows(path: str | Path) -> list[dict[str, Any]]:
-    """Canonical rows from a json/jsonl/parquet file (the data package's loader when present)."""
+def load_rows(path: str | Path, default_name: str = "data.jsonl") -> list[dict[str, Any]]:
+    """Canonical rows from a JSONL file, or from `default_name` inside a `cascade prepare-data` directory."""
     path = Path(path)
-    if not path.exists():
-        raise CascadeUsageError(f"{path}: not found")
-    try:
-        from cascade_cli.data.io import load_canonical
-    except ImportError:
-        from cascade_cli.jsonl import read_jsonl
+    if path.is_dir() and (path / default_name).is_file():
+        path = path / default_name
+    if not path.is_file():
+        raise CascadeUsageError(f"{path}: not found (expected a JSONL file or a directory with {default_name})")
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
 
-        return list(read_jsonl(path))
-    return list(load_canonical(path))
+        return pq.read_table(path).to_pylist()
+    from cascade_cli.jsonl import read_jsonl
+
+    return list(read_jsonl(path))
 
 
 def row_prompt(row: dict[str, Any]) -> str | list[dict[str, Any]]:

@@ -22,6 +22,10 @@ class RewardHook:
     def finalize(self, records: list[dict[str, Any]], scores: list[Score]) -> list[Score]:
         return scores
 
+    def shape(self, rewards: list[float]) -> list[float]:
+        """One group's training rewards before the advantage (RLHF: optional z-score + tanh)."""
+        return rewards
+
     def close(self) -> None:
         pass
 

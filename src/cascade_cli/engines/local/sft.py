@@ -179,18 +179,20 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
             progress_state.get("resume_fingerprint") != resume_key
             or progress_state.get("data") != fingerprints["data"]
         ):
-            raise CascadeUsageError(
-                f"{saved}: saved by a run with a different config or data; delete it or pass resume=false"
-            )
-        progress_state = train_state.load_trainer_state(saved, model, optimizer, scheduler)
-        step = progress_state["step"]
-        stream.cursor = Cursor(**progress_state["cursor"])
-        metrics = progress_state.get("metrics", {})
-        console.print(f"resuming {out} from step {step}/{total_steps}")
-    elif eval_prompts is not None:
+            # A rerun with a changed config (a recipe edit) trains afresh rather than failing.
+            print_warning(f"{saved}: saved by a run with a different config or data; starting from scratch")
+            saved = None
+        else:
+            metrics = progress_state.get("metrics", {})
+    if eval_prompts is not None and "eval/init_accuracy" not in metrics:
         init_eval = _evaluate(model, tokenizer, eval_prompts, config, "init model")
         metrics["eval/init_accuracy"] = init_eval["accuracy"]
         metrics["eval/n"] = init_eval["n"]
+    if saved is not None:
+        progress_state = train_state.load_trainer_state(saved, model, optimizer, scheduler)
+        step = progress_state["step"]
+        stream.cursor = Cursor(**progress_state["cursor"])
+        console.print(f"resuming {out} from step {step}/{total_steps}")
 
     write_manifest(
         out,

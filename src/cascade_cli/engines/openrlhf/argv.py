@@ -27,12 +27,15 @@ from typing import Any
 from cascade_cli.chat import CHAT_TEMPLATE
 from cascade_cli.engines.openrlhf.validate import check_cluster, validate_args
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.tiny import default_cache_dir, is_tiny_spec, tiny_seed
 
 RL_KINDS = ("rlvr", "rlhf")
 DEEPSPEED_KINDS = {"sft": "train_sft", "reward_model": "train_rm"}
 DATA_DIR = "openrlhf_data"
 DATA_FILE = "train.jsonl"
 DEFAULT_RUNTIME_ENV = {"env_vars": {"TOKENIZERS_PARALLELISM": "true", "NCCL_DEBUG": "WARN"}}
+# Our `loss_aggregation` (RLHF's stabiliser: sequence) -> OpenRLHF's --actor.loss_agg_mode.
+LOSS_AGG_MODES = {"token": "token-mean", "sequence": "seq-mean-token-mean"}
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
@@ -63,7 +66,10 @@ def _get(config: Any, name: str, default: Any = None) -> Any:
 
 
 def model_ref(value: str) -> str:
-    """A hub id stays as is; anything else is a path, made absolute for the Ray job."""
+    """A hub id stays as is; `tiny`/`tiny:SEED` is its cache directory (the runner builds it before
+    submitting); anything else is a path, made absolute for the Ray job."""
+    if is_tiny_spec(value):
+        return str((default_cache_dir() / f"tiny-{tiny_seed(value)}").resolve())
     if _HUB_ID.match(value) and not Path(value).exists():
         return value
     return str(Path(value).expanduser().resolve())
@@ -79,6 +85,16 @@ def stage_out(config: Any) -> Path:
 def converted_data_path(config: Any) -> Path:
     """Where the runner writes the stage's data in OpenRLHF's format (inside the stage's output)."""
     return stage_out(config) / DATA_DIR / DATA_FILE
+
+
+def phase_data_path(config: Any, index: int) -> Path:
+    """The prompts of one RL phase: exactly steps x prompts_per_step rows (data.write_phase_files)."""
+    return stage_out(config) / DATA_DIR / f"phase{index}.jsonl"
+
+
+def phase_samples(config: Any) -> list[int]:
+    """Prompts each RL phase consumes: its steps x prompts_per_step (one rollout batch per step)."""
+    return [phase.steps * int(_get(config, "prompts_per_step", 128)) for phase in phases(config)]
 
 
 def _number(value: float | int) -> str:
@@ -240,14 +256,13 @@ def reward_source(config: Any) -> list[str]:
     )
 
 
-def _rl_job(config: Any, data_path: Path, phase: Phase, index: int, init: str, out: Path, rows: int | None) -> OpenRLHFJob:
+def _rl_job(config: Any, data_path: Path, phase: Phase, index: int, init: str, out: Path) -> OpenRLHFJob:
     cluster = config.cluster
     prompts = int(_get(config, "prompts_per_step", 128))
     group = int(_get(config, "group_size", 8))
     kl = float(_get(config, "kl_coef", 0.0))
     actor_nodes, actor_per_node = role_layout(cluster, _get(cluster, "actor_gpus"))
     samples = phase.steps * prompts
-    episodes = max(1, math.ceil(samples / rows)) if rows else 1
     args = [
         "--actor.model_name_or_path", model_ref(init),
         "--data.prompt_dataset", str(data_path),
@@ -261,14 +276,15 @@ def _rl_job(config: Any, data_path: Path, phase: Phase, index: int, init: str, o
         "--rollout.batch_size", str(prompts),
         "--rollout.temperature", _number(phase.temperature),
         "--rollout.top_p", _number(float(_get(config, "top_p", 1.0))),
-        # Strictly on-policy: the whole rollout batch is one training batch, seen once.
+        # Strictly on-policy: the whole rollout batch is one training batch, seen once. The phase's file
+        # holds exactly steps x prompts rows, so one episode is exactly `steps` optimizer steps.
         "--train.batch_size", str(prompts * group),
         "--train.max_epochs", "1",
-        "--train.num_episodes", str(episodes),
+        "--train.num_episodes", "1",
         "--train.seed", str(_get(config, "seed", 0)),
         "--algo.advantage.estimator", "group_norm",
         "--algo.kl.init_coef", _number(kl),
-        "--actor.loss_agg_mode", "token-mean",
+        "--actor.loss_agg_mode", LOSS_AGG_MODES[str(_get(config, "loss_aggregation", "token"))],
         "--actor.adam.lr", _number(float(_get(config, "lr", 1e-6))),
         "--actor.adam.betas", _number(float(_get(config, "beta1", 0.9))), _number(float(_get(config, "beta2", 0.95))),
         "--actor.adam.weight_decay", _number(float(_get(config, "weight_decay", 0.0))),
@@ -309,6 +325,13 @@ def _rl_job(config: Any, data_path: Path, phase: Phase, index: int, init: str, o
         # >= 0 scales a truncated sample's reward (0: reward 0, the paper's setting); < 0 replaces it.
         coef = 0.0 if float(truncated) == 0 else float(truncated)
         args += ["--reward.stop_properly_penalty_coef", _number(coef)]
+    if "--reward.model_name_or_path" in args:
+        notes.append(
+            "reward: OpenRLHF's reward-model role scores the whole response (thinking included), not the text "
+            "after </think>, and applies no code-switching penalty (the paper's RLHF reward)"
+        )
+    if str(_get(config, "reward_shaping", "none")) != "none":
+        notes.append(f"reward_shaping={config.reward_shaping}: no OpenRLHF 0.11.2 equivalent; rewards are used as scored")
     if int(_get(config, "top_k", -1)) > 0:
         notes.append(f"top_k={config.top_k}: OpenRLHF 0.11.2's rollout has no top-k flag; sampling uses top-p only")
     if _get(config, "epoch_filter", False):
@@ -329,7 +352,7 @@ def _rl_job(config: Any, data_path: Path, phase: Phase, index: int, init: str, o
     )
 
 
-def _rl_jobs(config: Any, data_path: Path, rows: int | None) -> list[OpenRLHFJob]:
+def _rl_jobs(config: Any) -> list[OpenRLHFJob]:
     check_cluster(config)
     schedule = phases(config)
     out = stage_out(config)
@@ -338,21 +361,20 @@ def _rl_jobs(config: Any, data_path: Path, rows: int | None) -> list[OpenRLHFJob
     for index, phase in enumerate(schedule):
         last = index == len(schedule) - 1
         phase_out = out if last else out / "phases" / f"{index}_{phase.max_response_len}"
-        jobs.append(_rl_job(config, data_path, phase, index, init, phase_out, rows))
+        jobs.append(_rl_job(config, phase_data_path(config, index), phase, index, init, phase_out))
         init = str(phase_out)  # the next phase continues from this one's HF weights
     return jobs
 
 
-def stage_jobs(config: Any, data_path: Path | None = None, rows: int | None = None) -> list[OpenRLHFJob]:
-    """Every OpenRLHF job of a stage, in order; `rows` (converted prompts) sets the episodes an RL phase needs."""
+def stage_jobs(config: Any) -> list[OpenRLHFJob]:
+    """Every OpenRLHF job of a stage, in order (an RL stage: one per phase of its length schedule)."""
     kind = getattr(config, "kind", None)
     if not getattr(config, "init", None):
         raise CascadeUsageError(f"stage {_get(config, 'name', kind)}: init: missing input checkpoint")
-    data_path = data_path or converted_data_path(config)
     if kind in DEEPSPEED_KINDS:
-        return [_deepspeed_job(config, data_path)]
+        return [_deepspeed_job(config, converted_data_path(config))]
     if kind in RL_KINDS:
-        return _rl_jobs(config, data_path, rows)
+        return _rl_jobs(config)
     raise CascadeUsageError(
         f"stage {_get(config, 'name', kind)}: engine openrlhf runs kinds "
         f"{', '.join([*DEEPSPEED_KINDS, *RL_KINDS])}; found kind {kind!r}"

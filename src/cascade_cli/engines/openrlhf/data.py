@@ -18,153 +18,142 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from cascade_cli.chat import MODES, flag_user_turn, prompt_messages
+from cascade_cli.chat import MODES, answer_text, flag_user_turn, prompt_messages
+from cascade_cli.data.io import load_canonical, pref_pair
 from cascade_cli.errors import CascadeUsageError
-from cascade_cli.jsonl import iter_jsonl, write_jsonl
+from cascade_cli.jsonl import write_jsonl
 
-# The paper's prompt mode per stage (§1.2): IF-RL non-thinking, math / code / swe thinking, RLHF half-half.
-DOMAIN_MODES = {"if": "no_think", "math": "think", "code": "think", "swe": "think"}
 MODE_POLICIES = (*MODES, "half", "row")
-
-
-def canonical_file(data: str | Path) -> Path:
-    """A canonical .jsonl file, or a `prepare-data` directory holding data.jsonl."""
-    path = Path(data)
-    if path.is_dir():
-        path = path / "data.jsonl"
-    if not path.is_file():
-        raise CascadeUsageError(f"{data}: data not found (expected a .jsonl file or a directory with data.jsonl)")
-    return path
+RL_KINDS = ("rlvr", "rlhf")
 
 
 def flagged(messages: list[dict[str, Any]], mode: str | None) -> list[dict[str, Any]]:
+    """Copies of `messages` with the mode flag appended to every user turn (none when `mode` is None)."""
     if mode is None:
         return [dict(message) for message in messages]
     return [
-        {**message, "content": flag_user_turn(message["content"], mode)} if message.get("role") == "user"
+        {**message, "content": flag_user_turn(message["content"], mode)}
+        if message.get("role") == "user"
         else dict(message)
         for message in messages
     ]
 
 
-def _check_messages(messages: Any, where: str, key: str) -> list[dict[str, Any]]:
-    if not isinstance(messages, list) or not messages:
-        raise CascadeUsageError(f"{where}: '{key}' must be a non-empty list of messages; found {type(messages).__name__}")
-    for index, message in enumerate(messages):
-        if not isinstance(message, dict) or not isinstance(message.get("content"), str) or "role" not in message:
-            raise CascadeUsageError(f"{where}: '{key}[{index}]' must be {{role, content}} with string content")
-    return messages
-
-
-def row_mode(policy: str | None, row: dict[str, Any], index: int, domain: str | None) -> str:
+def row_mode(policy: str | None, row: dict[str, Any], index: int) -> str:
+    """think | no_think | half (even rows think, odd rows not) | row or None (the row's own `mode`)."""
     if policy in MODES:
         return policy  # type: ignore[return-value]
     if policy == "half":
         return MODES[index % 2]
-    if policy == "row" or policy is None:
-        mode = row.get("mode")
-        if mode in MODES:
-            return mode
-        if policy == "row":
-            raise CascadeUsageError(f"'mode' must be one of {', '.join(MODES)}; found {mode!r}")
-    return DOMAIN_MODES.get(domain or "", "think")
+    return row["mode"]
 
 
-def rl_row(row: dict[str, Any], mode: str, where: str, domain: str | None = None) -> dict[str, Any]:
-    if "prompt" not in row:
-        raise CascadeUsageError(f"{where}: missing key 'prompt' (a string or a list of messages)")
-    prompt = row["prompt"]
-    if isinstance(prompt, str):
-        if not prompt.strip():
-            raise CascadeUsageError(f"{where}: 'prompt' is empty")
-    else:
-        _check_messages(prompt, where, "prompt")
-    row_domain = row.get("domain") or domain
-    if not row_domain:
-        raise CascadeUsageError(f"{where}: missing key 'domain' (the reward service routes on it)")
+def rl_row(row: dict[str, Any], mode: str) -> dict[str, Any]:
     label = row.get("label")
-    if label is None:
-        label = {}
-    if isinstance(label, str):
-        try:
-            label = json.loads(label)
-        except json.JSONDecodeError:
-            label = {"answer": label}
-    if not isinstance(label, dict):
-        raise CascadeUsageError(f"{where}: 'label' must be an object; found {type(label).__name__}")
+    label = dict(label) if isinstance(label, dict) else {}
     return {
-        "prompt": flagged(prompt_messages(prompt), mode),
-        "label": json.dumps({**label, "domain": row_domain}, ensure_ascii=False),
-        "datasource": row_domain,
+        "prompt": flagged(prompt_messages(row["prompt"]), mode),
+        "label": json.dumps({**label, "domain": row["domain"]}, ensure_ascii=False),
+        "datasource": row["domain"],
     }
 
 
-def sft_row(row: dict[str, Any], where: str) -> dict[str, Any]:
-    messages = _check_messages(row.get("messages"), where, "messages")
-    if not any(message.get("role") == "assistant" for message in messages):
-        raise CascadeUsageError(f"{where}: 'messages' has no assistant turn to train on")
-    mode = row.get("mode") if row.get("mode") in MODES else "think"
-    return {"messages": flagged(messages, mode)}
+def sft_row(row: dict[str, Any]) -> dict[str, Any]:
+    return {"messages": flagged(row["messages"], row["mode"])}
 
 
-def _turn(value: Any, where: str, key: str) -> list[dict[str, Any]]:
-    if isinstance(value, str):
-        return [{"role": "assistant", "content": value}]
-    return _check_messages(value, where, key)
-
-
-def rm_row(row: dict[str, Any], where: str) -> dict[str, Any]:
-    for key in ("prompt", "chosen", "rejected"):
-        if key not in row:
-            raise CascadeUsageError(f"{where}: missing key {key!r} (preference rows carry prompt, chosen, rejected)")
-    mode = row.get("mode") if row.get("mode") in MODES else None
+def rm_row(row: dict[str, Any], strip_thinking: bool = True) -> dict[str, Any]:
+    """The preference pair as chat turns after the (flagged) prompt, whichever form the row was written in;
+    with `strip_thinking` the answers lose their think block (RLHF scores the text after </think>)."""
+    prompt, chosen, rejected = pref_pair(row)
+    if strip_thinking:
+        chosen, rejected = answer_text(chosen), answer_text(rejected)
     return {
-        "prompt": flagged(prompt_messages(row["prompt"]), mode),
-        "chosen": _turn(row["chosen"], where, "chosen"),
-        "rejected": _turn(row["rejected"], where, "rejected"),
+        "prompt": flagged(prompt, row["mode"]),
+        "chosen": [{"role": "assistant", "content": chosen}],
+        "rejected": [{"role": "assistant", "content": rejected}],
     }
 
 
 def convert_rows(
-    kind: str, source: str | Path, mode: str | None = None, domain: str | None = None
+    kind: str, source: str | Path, mode: str | None = None, domain: str | None = None, strip_thinking: bool = True
 ) -> Iterator[dict[str, Any]]:
-    path = canonical_file(source)
+    """Canonical rows (validated by the project's loader, .jsonl / .parquet / prepare-data directory) in
+    OpenRLHF's format for `kind`; `domain`, when given, is required of every row."""
     if mode is not None and mode not in MODE_POLICIES:
         raise CascadeUsageError(f"mode: expected one of {', '.join(MODE_POLICIES)}; found {mode!r}")
-    for index, (line, row) in enumerate(iter_jsonl(path)):
-        where = f"{path}: row {line}"
-        if kind in ("rlvr", "rlhf"):
-            try:
-                chosen_mode = row_mode(mode, row, index, row.get("domain") or domain)
-            except CascadeUsageError as error:
-                raise CascadeUsageError(f"{where}: {error}") from None
-            yield rl_row(row, chosen_mode, where, domain)
+    if kind not in (*RL_KINDS, "sft", "reward_model"):
+        raise CascadeUsageError(f"kind {kind!r}: no OpenRLHF data format (sft, reward_model, rlvr, rlhf)")
+    expected = {"sft": "sft", "reward_model": "pref"}.get(kind, domain)
+    rows = load_canonical(source, domain=expected)
+    for index, row in enumerate(rows):
+        if kind in RL_KINDS:
+            if "prompt" not in row:
+                raise CascadeUsageError(f"{source}: row {index + 1}: missing key 'prompt' ({kind} needs prompts)")
+            yield rl_row(row, row_mode(mode, row, index))
         elif kind == "sft":
-            yield sft_row(row, where)
-        elif kind == "reward_model":
-            yield rm_row(row, where)
+            yield sft_row(row)
         else:
-            raise CascadeUsageError(f"kind {kind!r}: no OpenRLHF data format (sft, reward_model, rlvr, rlhf)")
+            yield rm_row(row, strip_thinking)
+
+
+def write_phase_files(source: Path, samples: list[int], targets: list[Path], seed: int = 0) -> None:
+    """Split an endless stream of the converted prompts into consecutive chunks of `samples[k]` rows, one file
+    per RL phase: epoch e is the rows in a seeded shuffle (seed + e), so a phase continues where the last one
+    stopped and a phase longer than the data sees every prompt before any repeats (as epochs do)."""
+    offsets: list[int] = []
+    with source.open("rb") as handle:
+        position = handle.tell()
+        for line in iter(handle.readline, b""):
+            if line.strip():
+                offsets.append(position)
+            position = handle.tell()
+    if not offsets:
+        raise CascadeUsageError(f"{source}: no rows to split into phases")
+
+    def stream() -> Iterator[int]:
+        epoch = 0
+        while True:
+            order = list(range(len(offsets)))
+            random.Random(seed + epoch).shuffle(order)
+            yield from order
+            epoch += 1
+
+    indices = stream()
+    with source.open("rb") as handle:
+        for count, target in zip(samples, targets, strict=True):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with target.open("wb") as sink:
+                for _ in range(count):
+                    handle.seek(offsets[next(indices)])
+                    sink.write(handle.readline())
 
 
 def stage_mode(config: Any) -> str | None:
-    """The stage's prompt-mode policy: its `mode`, else half-half for RLHF, else the domain's default."""
+    """The stage's prompt-mode policy: its `mode`; unset, half-half for RLHF and the domain's paper default
+    for RLVR (IF-RL non-thinking; math, code, SWE thinking), as the local engine does."""
     mode = getattr(config, "mode", None)
     if mode:
         return mode
     if config.kind == "rlhf":
         return "half"
+    if config.kind == "rlvr":
+        from cascade_cli.config.grpo import DOMAIN_MODES
+
+        return DOMAIN_MODES.get(getattr(config, "domain", ""), "think")
     return None
 
 
 def convert_stage_data(config: Any, target: Path) -> int:
     """Write the stage's data in OpenRLHF's format to `target`; returns the row count."""
     domain = getattr(config, "domain", None) if config.kind == "rlvr" else None  # RLHF rows keep their own
-    rows = convert_rows(config.kind, config.data, stage_mode(config), domain)
+    strip = bool(getattr(config, "strip_thinking", True))
+    rows = convert_rows(config.kind, config.data, stage_mode(config), domain, strip)
     target.parent.mkdir(parents=True, exist_ok=True)
     count = write_jsonl(target, rows)
     if count == 0:
@@ -179,11 +168,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("target")
     parser.add_argument("--mode", choices=MODE_POLICIES, default=None)
     parser.add_argument("--domain", default=None)
+    parser.add_argument(
+        "--phase-samples", default="", help="RL: rows per phase, comma-separated (phaseK.jsonl)"
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--keep-thinking", action="store_true", help="reward_model: keep think blocks in answers")
     args = parser.parse_args(argv)
     target = Path(args.target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    count = write_jsonl(target, convert_rows(args.kind, args.source, args.mode, args.domain))
+    rows = convert_rows(args.kind, args.source, args.mode, args.domain, strip_thinking=not args.keep_thinking)
+    count = write_jsonl(target, rows)
     print(f"wrote {count} rows to {target}")
+    if args.phase_samples:
+        samples = [int(value) for value in args.phase_samples.split(",")]
+        targets = [target.with_name(f"phase{index}.jsonl") for index in range(len(samples))]
+        write_phase_files(target, samples, targets, args.seed)
+        print(f"wrote {', '.join(f'{t.name} ({n} rows)' for t, n in zip(targets, samples, strict=True))}")
     return 0
 
 

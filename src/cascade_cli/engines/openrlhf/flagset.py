@@ -152,8 +152,11 @@ def flag_table(parser: argparse.ArgumentParser) -> dict[str, dict[str, Any]]:
                 "nargs": nargs,
                 "type": _type_name(action),
                 "choices": list(action.choices) if action.choices is not None else None,
-                "store": "true" if isinstance(action, argparse._StoreTrueAction)
-                else "false" if isinstance(action, argparse._StoreFalseAction) else "value",
+                "store": "true"
+                if isinstance(action, argparse._StoreTrueAction)
+                else "false"
+                if isinstance(action, argparse._StoreFalseAction)
+                else "value",
             }
     return dict(sorted(table.items()))
 
@@ -178,7 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     current = installed_flag_sets()
     if current["openrlhf_version"] != OPENRLHF_VERSION:
-        print(f"installed openrlhf {current['openrlhf_version']}, expected {OPENRLHF_VERSION}", file=sys.stderr)
+        print(
+            f"installed openrlhf {current['openrlhf_version']}, expected {OPENRLHF_VERSION}", file=sys.stderr
+        )
         return 1
     text = json.dumps(current, indent=1, sort_keys=True) + "\n"
     if args.write:
@@ -186,7 +191,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {FLAGS_FILE}")
         return 0
     same = FLAGS_FILE.exists() and FLAGS_FILE.read_text() == text
-    print("up to date" if same else f"{FLAGS_FILE.name} differs from the installed source; rerun with --write")
+    print(
+        "up to date" if same else f"{FLAGS_FILE.name} differs from the installed source; rerun with --write"
+    )
     return 0 if same else 1
 
 

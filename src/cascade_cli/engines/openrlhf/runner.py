@@ -20,12 +20,19 @@ from pathlib import Path
 from typing import Any
 
 from cascade_cli.chat import CHAT_TEMPLATE
-from cascade_cli.checkpoint import write_manifest
+from cascade_cli.checkpoint import read_manifest, write_manifest
 from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console, print_warning
-from cascade_cli.engines.openrlhf.argv import OpenRLHFJob, converted_data_path, stage_jobs
-from cascade_cli.engines.openrlhf.data import convert_stage_data, stage_mode
+from cascade_cli.engines.openrlhf.argv import (
+    OpenRLHFJob,
+    converted_data_path,
+    phase_data_path,
+    phase_samples,
+    stage_jobs,
+)
+from cascade_cli.engines.openrlhf.data import convert_stage_data, stage_mode, write_phase_files
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
+from cascade_cli.tiny import is_tiny_spec, resolve_model
 
 LOG_DIR = "openrlhf_logs"
 TAIL_LINES = 40
@@ -39,13 +46,23 @@ EntrypointOverride = Callable[[OpenRLHFJob], list[str]]
 
 
 def conversion_command(config: Any) -> list[str]:
-    argv = ["python3", "-m", "cascade_cli.engines.openrlhf.data", config.kind, str(Path(config.data).resolve()),
-            str(converted_data_path(config))]
+    argv = [
+        "python3",
+        "-m",
+        "cascade_cli.engines.openrlhf.data",
+        config.kind,
+        str(Path(config.data).resolve()),
+        str(converted_data_path(config)),
+    ]
     mode = stage_mode(config)
     if mode:
         argv += ["--mode", mode]
     if config.kind == "rlvr" and getattr(config, "domain", None):
         argv += ["--domain", str(config.domain)]
+    if config.kind == "reward_model" and not getattr(config, "strip_thinking", True):
+        argv += ["--keep-thinking"]
+    if config.kind in ("rlvr", "rlhf"):
+        argv += ["--phase-samples", ",".join(map(str, phase_samples(config))), "--seed", str(config.seed)]
     return argv
 
 
@@ -61,7 +78,9 @@ def plan_commands(config: Any) -> list[str]:
 def ray_cli() -> str:
     found = shutil.which("ray") or str(Path(sys.executable).with_name("ray"))
     if not Path(found).exists():
-        raise CascadeUsageError("engine openrlhf: the `ray` command was not found (pip install 'ray[default]')")
+        raise CascadeUsageError(
+            "engine openrlhf: the `ray` command was not found (pip install 'ray[default]')"
+        )
     return found
 
 
@@ -88,9 +107,16 @@ def follow_logs(address: str, job_id: str, log_path: Path) -> deque[str]:
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     argv = [ray_cli(), "job", "logs", "--address", address, "--follow", job_id]
-    with log_path.open("a", encoding="utf-8") as sink, subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "RAY_ADDRESS": ""}
-    ) as process:
+    with (
+        log_path.open("a", encoding="utf-8") as sink,
+        subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "RAY_ADDRESS": ""},
+        ) as process,
+    ):
         assert process.stdout is not None
         for line in process.stdout:
             sink.write(line)
@@ -127,11 +153,19 @@ def init_template_warning(config: Any) -> str | None:
         text = path.read_text()
         template = text if path.suffix == ".jinja" else json.loads(text).get("chat_template")
         if template and template != CHAT_TEMPLATE:
-            return (f"{init}: its tokenizer's chat template is not cascade's (/think, /no_think); OpenRLHF renders "
-                    "RL prompts with it. Start RL from a cascade SFT output (its tokenizer carries ours).")
+            return (
+                f"{init}: its tokenizer's chat template is not cascade's (/think, /no_think); OpenRLHF renders "
+                "RL prompts with it. Start RL from a cascade SFT output (its tokenizer carries ours)."
+            )
         if template:
             return None
     return None
+
+
+def completed_jobs(out: Path) -> dict[str, dict[str, Any]]:
+    """Jobs an earlier run of this stage finished (from its manifest), by name."""
+    earlier = read_manifest(out) or {}
+    return {job["name"]: job for job in earlier.get("openrlhf_jobs", []) if job.get("status") == "SUCCEEDED"}
 
 
 def run_openrlhf_stage(config: Any, entrypoint_override: EntrypointOverride | None = None) -> dict[str, Any]:
@@ -147,6 +181,8 @@ def run_openrlhf_stage(config: Any, entrypoint_override: EntrypointOverride | No
             print(line)
         return {"dry_run": True, "commands": commands}
 
+    if is_tiny_spec(str(config.init)):
+        resolve_model(str(config.init))  # build the embedded tiny model where model_ref points
     warning = init_template_warning(config)
     if warning:
         print_warning(warning)
@@ -154,27 +190,55 @@ def run_openrlhf_stage(config: Any, entrypoint_override: EntrypointOverride | No
     data_path = converted_data_path(config)
     started = time.time()
     rows = convert_stage_data(config, data_path)
-    jobs = stage_jobs(config, data_path, rows=rows)
+    jobs = stage_jobs(config)
+    if config.kind in ("rlvr", "rlhf"):
+        samples = phase_samples(config)
+        write_phase_files(
+            data_path, samples, [phase_data_path(config, k) for k in range(len(samples))], config.seed
+        )
     plain = to_plain(config)
     records: list[dict[str, Any]] = []
 
     def manifest(status: str, extra: dict[str, Any] | None = None) -> None:
         write_manifest(
-            out, stage=config.name or config.kind, kind=config.kind, config=plain, init=str(config.init),
-            metrics={"jobs": len(records), "rows": rows}, status=status,
+            out,
+            stage=config.name or config.kind,
+            kind=config.kind,
+            config=plain,
+            init=str(config.init),
+            metrics={"jobs": len(records), "rows": rows},
+            status=status,
             timings={"seconds": round(time.time() - started, 2)},
-            extra={"engine": "openrlhf", "output_dir": str(out), "openrlhf_data": str(data_path),
-                   "openrlhf_jobs": records, **(extra or {})},
+            extra={
+                "engine": "openrlhf",
+                "output_dir": str(out),
+                "openrlhf_data": str(data_path),
+                "openrlhf_jobs": records,
+                **(extra or {}),
+            },
         )
 
+    done = completed_jobs(out)
     for job in jobs:
+        earlier = done.get(job.name)
+        if earlier and earlier.get("command") == job.argv and (Path(job.output_dir) / "config.json").is_file():
+            records.append({**earlier, "reused": True})  # a rerun continues after the last finished phase
+            console.print(f"[dim]skip[/] {job.name}: job {earlier['job_id']} already produced {job.output_dir}")
+            continue
         for note in job.notes:
             print_warning(f"{job.name}: {note}")
         job_id = _job_id(job.name)
         address = job.submit[job.submit.index("--address") + 1]
         log_path = out / LOG_DIR / f"{job_id}.log"
-        record = {"name": job.name, "job_id": job_id, "output_dir": job.output_dir, "init": job.init,
-                  "log": str(log_path), "command": job.argv, "status": "SUBMITTED"}
+        record = {
+            "name": job.name,
+            "job_id": job_id,
+            "output_dir": job.output_dir,
+            "init": job.init,
+            "log": str(log_path),
+            "command": job.argv,
+            "status": "SUBMITTED",
+        }
         records.append(record)
         manifest("running")
         entrypoint = entrypoint_override(job) if entrypoint_override else job.entrypoint
@@ -191,7 +255,9 @@ def run_openrlhf_stage(config: Any, entrypoint_override: EntrypointOverride | No
         except KeyboardInterrupt:
             record["status"] = "DETACHED"
             manifest("interrupted")
-            print_warning(f"{job_id} keeps running on the cluster; stop it with: ray job stop --address {address} {job_id}")
+            print_warning(
+                f"{job_id} keeps running on the cluster; stop it with: ray job stop --address {address} {job_id}"
+            )
             raise
         if record["status"] != "SUCCEEDED":
             record["last_log_lines"] = list(tail)
@@ -201,6 +267,8 @@ def run_openrlhf_stage(config: Any, entrypoint_override: EntrypointOverride | No
                 f"last log lines:\n" + "\n".join(tail)
             )
     if not (out / "config.json").is_file():
-        print_warning(f"{out}: no config.json after the jobs; is {out.parent} on a filesystem the cluster shares?")
+        print_warning(
+            f"{out}: no config.json after the jobs; is {out.parent} on a filesystem the cluster shares?"
+        )
     manifest("completed")
     return {"jobs": len(records), "job_ids": [record["job_id"] for record in records], "output_dir": str(out)}

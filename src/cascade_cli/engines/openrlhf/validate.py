@@ -36,7 +36,10 @@ def shipped_parser(cli: str) -> argparse.ArgumentParser:
             parser.add_argument(option, dest=spec["dest"], action="store_false")
         else:
             parser.add_argument(
-                option, dest=spec["dest"], nargs=spec["nargs"], type=_TYPES.get(spec["type"], str),
+                option,
+                dest=spec["dest"],
+                nargs=spec["nargs"],
+                type=_TYPES.get(spec["type"], str),
                 choices=spec["choices"],
             )
     return parser
@@ -59,7 +62,9 @@ def check_cluster(config: Any) -> None:
     where = f"stage {getattr(config, 'name', '') or config.kind}: cluster"
     for key in ("nodes", "gpus_per_node", "vllm_engines", "vllm_tensor_parallel_size"):
         if int(getattr(cluster, key)) < 1:
-            raise CascadeUsageError(f"{where}.{key}: expected a positive integer, found {getattr(cluster, key)}")
+            raise CascadeUsageError(
+                f"{where}.{key}: expected a positive integer, found {getattr(cluster, key)}"
+            )
     total = int(cluster.nodes) * int(cluster.gpus_per_node)
     if config.kind not in ("rlvr", "rlhf"):
         return

@@ -1,0 +1,38 @@
+"""`cascade rlhf`: GRPO on a reward model's scores (Nemotron-Cascade §2.2)."""
+
+# ruff: noqa: UP045  (OmegaConf 2.3 reads `Optional[X]`, not `X | None`)
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from omegaconf import MISSING
+
+from cascade_cli.config.grpo import GRPOConfig
+
+REWARD_SHAPINGS = ("none", "zscore_tanh")
+LOSS_AGGREGATIONS = ("token", "sequence")
+
+
+@dataclass
+class RLHFConfig(GRPOConfig):
+    """The GRPO base with the paper's RLHF choices as defaults.
+
+    Reward: the RM's score of the text after `</think>` (the whole response when it is missing, which
+    penalises unfinished thinking); a code-switching response gets the lowest score in the batch minus
+    `code_switch_margin`. Half of each batch's prompts think, half do not (`mode: half`). No overlong
+    filtering, and truncated responses keep their RM score (`truncated_reward: null`).
+    The paper's stabilisers are off by default: `kl_coef: 1e-3`, `loss_aggregation: sequence` (mean over
+    each response's tokens, then over responses) and `reward_shaping: zscore_tanh` (each group's rewards
+    z-scored, then squashed with tanh, before the GRPO advantage).
+    """
+
+    kind: str = "rlhf"
+    reward_model: str = MISSING
+    mode: Optional[str] = "half"
+    truncated_reward: Optional[float] = None
+    code_switch_penalty: bool = True
+    code_switch_margin: float = 10.0
+    reward_shaping: str = "none"
+    rm_batch_size: int = 32  # sequences per reward-model forward
+    rm_max_len: int = 4096  # longer (prompt + answer) texts keep their last rm_max_len tokens

@@ -1,0 +1,418 @@
+"""Bradley-Terry reward model on the local engine: `cascade rlhf rm` (Nemotron-Cascade §2.1).
+
+The model is the init checkpoint's transformer with a linear head of ONE output named `score`
+(`AutoModelForSequenceClassification`, `num_labels=1`); its reward is the head's value at the last
+non-pad token. That is exactly OpenRLHF's reward-model layout (`base_model_prefix` + `score`), so the
+saved directory works as `AutoModelForSequenceClassification.from_pretrained(DIR)` and as OpenRLHF's
+`--reward.model_name_or_path DIR`.
+
+Training, top to bottom: read and check the pairs (bad rows fail before training, or are dropped with
+`skip_bad_rows`), render each side as the conversation with the answer only (the text after `</think>`, as
+RLHF scores it), then per step: loss = -log sigmoid(r_chosen - r_rejected) over the batch, one AdamW step
+(cosine schedule with warmup). One epoch by default (the paper found more epochs worse). Held-out pairwise
+accuracy and mean margin are measured before and after.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from cascade_cli.chat import IM_END, answer_text, prompt_messages, render_messages
+from cascade_cli.checkpoint import MetricsLog, fingerprint_path, require_model_dir, write_manifest
+from cascade_cli.config.rm import RewardModelConfig
+from cascade_cli.config.structure import to_plain
+from cascade_cli.console import console, print_warning
+from cascade_cli.engines.local.model_io import (
+    autocast,
+    configure_threads,
+    pick_device,
+    quiet_transformers,
+)
+from cascade_cli.errors import CascadeUsageError
+from cascade_cli.jsonl import read_jsonl
+from cascade_cli.tiny import resolve_model
+
+SCORE_HEAD = "score"  # OpenRLHF's value_head_prefix default; also HF's ...ForSequenceClassification head
+DATA_FILE, HELDOUT_FILE = "data.jsonl", "heldout.jsonl"
+
+# ---------------------------------------------------------------------------------------------------------
+# Pairs
+# ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pair:
+    prompt: list[dict[str, Any]]
+    chosen: str
+    rejected: str
+    mode: str
+    row: int  # 1-based row number in its file
+
+
+class BadPair(ValueError):
+    pass
+
+
+def _side(value: Any, name: str) -> tuple[str, list[dict[str, Any]] | None]:
+    """A side as (response text, the conversation before it when the side is a message list)."""
+    if isinstance(value, dict) and "content" in value:
+        value = [value]
+    if isinstance(value, list):
+        if not value or not all(isinstance(m, dict) for m in value):
+            raise BadPair(f"{name}: expected text or a list of messages, found {value!r:.60}")
+        last = value[-1]
+        if last.get("role", "assistant") != "assistant":
+            raise BadPair(f"{name}: expected the last message to be the assistant's, found {last.get('role')!r}")
+        content = last.get("content")
+        if not isinstance(content, str):
+            raise BadPair(f"{name}: expected the assistant content to be text, found {type(content).__name__}")
+        return content, [dict(m) for m in value[:-1]]
+    if isinstance(value, str):
+        return value, None
+    raise BadPair(f"{name}: expected text or a list of messages, found {type(value).__name__}")
+
+
+def parse_pair(row: Any, number: int) -> Pair:
+    """One canonical pref row -> Pair; raises BadPair (missing field, empty side, identical sides)."""
+    if not isinstance(row, dict):
+        raise BadPair(f"expected a JSON object, found {type(row).__name__}")
+    for name in ("chosen", "rejected"):
+        if row.get(name) is None:
+            raise BadPair(f"missing field {name!r} (a pref row needs prompt, chosen and rejected)")
+    chosen, chosen_context = _side(row["chosen"], "chosen")
+    rejected, rejected_context = _side(row["rejected"], "rejected")
+    prompt = row.get("prompt")
+    if prompt is None:
+        prompt = chosen_context or rejected_context
+    if prompt is None or prompt == "" or prompt == []:
+        raise BadPair("missing field 'prompt' (a string, a message list, or message-list sides that carry it)")
+    try:
+        messages = prompt_messages(prompt)
+    except (TypeError, AttributeError):
+        raise BadPair(f"prompt: expected text or a list of messages, found {type(prompt).__name__}") from None
+    if not chosen.strip():
+        raise BadPair("chosen is empty (expected a non-empty response)")
+    if not rejected.strip():
+        raise BadPair("rejected is empty (expected a non-empty response)")
+    if chosen.strip() == rejected.strip():
+        raise BadPair("chosen and rejected are identical (expected two different responses)")
+    mode = row.get("mode") or "no_think"
+    if mode not in ("think", "no_think"):
+        raise BadPair(f"mode: expected think or no_think, found {mode!r}")
+    return Pair(messages, chosen, rejected, mode, number)
+
+
+def read_rows(path: str | Path) -> list[dict[str, Any]]:
+    path = Path(path)
+    if path.is_dir():
+        path = path / DATA_FILE
+    if not path.is_file():
+        raise CascadeUsageError(f"{path}: not found (expected a JSONL/JSON/parquet file or a prepare-data dir)")
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return pq.read_table(path).to_pylist()
+    if path.suffix == ".json":
+        import json
+
+        data = json.loads(path.read_text())
+        if not isinstance(data, list):
+            raise CascadeUsageError(f"{path}: expected a JSON list of rows, found {type(data).__name__}")
+        return data
+    return list(read_jsonl(path))
+
+
+def load_pairs(path: str | Path, skip_bad_rows: bool = False) -> tuple[list[Pair], int]:
+    """The file's pairs and how many bad rows were dropped. Without `skip_bad_rows` any bad row is a
+    usage error naming the file and row (all bad rows are counted; the first few are named)."""
+    rows = read_rows(path)
+    where = Path(path) / DATA_FILE if Path(path).is_dir() else Path(path)
+    pairs, bad = [], []
+    for number, row in enumerate(rows, start=1):
+        try:
+            pairs.append(parse_pair(row, number))
+        except BadPair as error:
+            bad.append(f"{where}: row {number}: {error}")
+    if bad and not skip_bad_rows:
+        more = f" (and {len(bad) - 3} more bad rows; --skip-bad-rows drops them)" if len(bad) > 3 else ""
+        shown = "; ".join(bad[:3])
+        raise CascadeUsageError(f"{shown}{more}" if more else f"{shown} (--skip-bad-rows drops bad rows)")
+    if bad:
+        print_warning(f"{where}: dropped {len(bad)} bad rows; first: {bad[0]}")
+    if not pairs:
+        raise CascadeUsageError(f"{where}: no usable preference pairs")
+    return pairs, len(bad)
+
+
+def rm_text(prompt: list[dict[str, Any]], response: str, mode: str, strip_thinking: bool = True) -> str:
+    """What the reward model reads: the conversation with the answer as the last assistant turn, ending at
+    `<|im_end|>` (the token whose value is the reward)."""
+    answer = answer_text(response) if strip_thinking else response.strip()
+    text = render_messages([*prompt, {"role": "assistant", "content": answer}], mode=mode)
+    return text[: text.rindex(IM_END) + len(IM_END)]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Model and scoring
+# ---------------------------------------------------------------------------------------------------------
+
+
+def load_reward_model(init: str | Path, device: str | None = None, dtype: torch.dtype = torch.float32):
+    """(model, tokenizer): a reward-model checkpoint as is, or any causal-LM checkpoint with a fresh
+    `score` head (num_labels=1)."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    quiet_transformers()
+    path = str(require_model_dir(resolve_model(str(init)), "checkpoint"))
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1, dtype=dtype)
+    head = getattr(model, SCORE_HEAD, None)
+    if not isinstance(head, torch.nn.Linear) or head.out_features != 1:
+        raise CascadeUsageError(f"{init}: expected a model with a one-output linear head named {SCORE_HEAD!r}")
+    model.config.pad_token_id = tokenizer.pad_token_id
+    model.config.value_head_prefix = SCORE_HEAD  # OpenRLHF reads this key first
+    return model.to(pick_device(device)), tokenizer
+
+
+def encode(tokenizer, texts: list[str], max_len: int) -> list[list[int]]:
+    """Token ids per text, cut from the left to `max_len` (the scored last token is always kept)."""
+    ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    return [seq[-max_len:] for seq in ids]
+
+
+def _right_padded(seqs: list[list[int]], pad_id: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for row, seq in enumerate(seqs):
+        ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+        mask[row, : len(seq)] = 1
+    return ids.to(device), mask.to(device)
+
+
+def rewards_of(model, seqs: list[list[int]], pad_id: int) -> torch.Tensor:
+    """The `score` head's value at each sequence's last token (right padding keeps positions 0..n-1)."""
+    ids, mask = _right_padded(seqs, pad_id, next(model.parameters()).device.type)
+    return model(input_ids=ids, attention_mask=mask, use_cache=False).logits[:, 0].float()
+
+
+@torch.no_grad()
+def score_texts(model, tokenizer, texts: list[str], max_len: int = 4096, batch_size: int = 32) -> list[float]:
+    was_training = model.training
+    model.eval()
+    seqs = encode(tokenizer, texts, max_len)
+    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))  # similar lengths share a batch
+    out = [0.0] * len(seqs)
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        values = rewards_of(model, [seqs[i] for i in chunk], tokenizer.pad_token_id).tolist()
+        for index, value in zip(chunk, values, strict=True):
+            out[index] = value
+    model.train(was_training)
+    return out
+
+
+def bradley_terry_loss(chosen: torch.Tensor, rejected: torch.Tensor) -> torch.Tensor:
+    return -F.logsigmoid(chosen - rejected).mean()
+
+
+def pairwise_metrics(model, tokenizer, pairs: list[Pair], config: RewardModelConfig) -> dict[str, float]:
+    """Held-out pairwise accuracy (chosen scored above rejected) and mean margin."""
+    texts = [rm_text(p.prompt, side, p.mode, config.strip_thinking) for p in pairs for side in (p.chosen, p.rejected)]
+    scores = score_texts(model, tokenizer, texts, config.max_seq_len, batch_size=2 * config.micro_batch)
+    margins = [scores[2 * i] - scores[2 * i + 1] for i in range(len(pairs))]
+    return {
+        "accuracy": sum(m > 0 for m in margins) / len(margins),
+        "margin": sum(margins) / len(margins),
+        "reward_chosen": sum(scores[0::2]) / len(pairs),
+        "reward_rejected": sum(scores[1::2]) / len(pairs),
+        "n": len(pairs),
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------------------------------------
+
+
+def cosine_lr(step: int, total: int, warmup: int, lr: float, min_lr: float) -> float:
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    progress = (step - warmup) / max(1, total - warmup)
+    return min_lr + 0.5 * (lr - min_lr) * (1 + math.cos(math.pi * min(1.0, progress)))
+
+
+def split_pairs(config: RewardModelConfig) -> tuple[list[Pair], list[Pair], int]:
+    """(train pairs, held-out pairs, bad rows dropped)."""
+    train, dropped = load_pairs(config.data, config.skip_bad_rows)
+    eval_path = config.eval_data
+    if eval_path is None and Path(config.data).is_dir() and (Path(config.data) / HELDOUT_FILE).is_file():
+        eval_path = str(Path(config.data) / HELDOUT_FILE)
+    if eval_path is not None:
+        heldout, more = load_pairs(eval_path, config.skip_bad_rows)
+        return train, heldout, dropped + more
+    if not 0.0 <= config.heldout_fraction < 1.0:
+        raise CascadeUsageError(f"heldout_fraction: expected a value in [0, 1), found {config.heldout_fraction}")
+    count = int(round(len(train) * config.heldout_fraction))
+    if count == 0:
+        return train, [], dropped
+    order = list(range(len(train)))
+    random.Random(config.seed).shuffle(order)
+    held = set(order[:count])
+    return [p for i, p in enumerate(train) if i not in held], [p for i, p in enumerate(train) if i in held], dropped
+
+
+def train_reward_model(
+    config: RewardModelConfig,
+    train: list[Pair],
+    heldout: list[Pair],
+    on_step: Callable[[int, int, dict[str, float]], None] | None = None,
+) -> tuple[Any, Any, dict[str, Any]]:
+    """Train and return (model, tokenizer, summary metrics)."""
+    configure_threads()
+    torch.manual_seed(config.seed)
+    model, tokenizer = load_reward_model(config.init or "")
+    device = next(model.parameters()).device.type
+    pad = tokenizer.pad_token_id
+    encoded = [
+        (
+            encode(tokenizer, [rm_text(p.prompt, p.chosen, p.mode, config.strip_thinking)], config.max_seq_len)[0],
+            encode(tokenizer, [rm_text(p.prompt, p.rejected, p.mode, config.strip_thinking)], config.max_seq_len)[0],
+        )
+        for p in train
+    ]
+    steps_per_epoch = max(1, math.ceil(len(encoded) / config.batch_size))
+    total = config.max_steps or max(1, math.ceil(steps_per_epoch * config.epochs))
+    warmup = int(config.warmup_ratio * total)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=config.lr, betas=(config.beta1, config.beta2), weight_decay=config.weight_decay
+    )
+    before = pairwise_metrics(model, tokenizer, heldout, config) if heldout else None
+    log = MetricsLog(config.out or "", tensorboard=config.tensorboard)
+    rng = random.Random(config.seed)
+    order: list[int] = []
+    model.train()
+    tokens = 0
+    started = time.perf_counter()
+    last: dict[str, float] = {}
+    for step in range(total):
+        batch = []
+        while len(batch) < min(config.batch_size, len(encoded)):
+            if not order:
+                order = list(range(len(encoded)))
+                rng.shuffle(order)
+            batch.append(encoded[order.pop()])
+        lr = cosine_lr(step, total, warmup, config.lr, config.min_lr)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        optimizer.zero_grad(set_to_none=True)
+        loss_sum = correct = margin_sum = 0.0
+        for start in range(0, len(batch), config.micro_batch):
+            micro = batch[start : start + config.micro_batch]
+            seqs = [c for c, _ in micro] + [r for _, r in micro]  # one forward for both sides
+            with autocast(device, config.bf16):
+                rewards = rewards_of(model, seqs, pad)
+            chosen, rejected = rewards[: len(micro)], rewards[len(micro) :]
+            loss = bradley_terry_loss(chosen, rejected) * len(micro) / len(batch)
+            loss.backward()
+            loss_sum += float(loss.detach())
+            diff = (chosen - rejected).detach()
+            correct += float((diff > 0).sum())
+            margin_sum += float(diff.sum())
+            tokens += sum(len(s) for s in seqs)
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+        optimizer.step()
+        elapsed = time.perf_counter() - started
+        last = {
+            "loss": loss_sum,
+            "accuracy": correct / len(batch),
+            "margin": margin_sum / len(batch),
+            "grad_norm": float(grad_norm),
+            "lr": lr,
+            "tokens_per_s": tokens / max(elapsed, 1e-9),
+        }
+        if (step + 1) % config.log_every == 0 or step + 1 == total:
+            log.log(step + 1, last)
+        if on_step is not None:
+            on_step(step + 1, total, last)
+    log.close()
+    train_s = time.perf_counter() - started
+    summary: dict[str, Any] = {
+        "steps": total,
+        "train_pairs": len(encoded),
+        "heldout_pairs": len(heldout),
+        "final_loss": last.get("loss"),
+        "train_tokens": tokens,
+        "tokens_per_s": tokens / max(train_s, 1e-9),
+        "train_s": train_s,
+    }
+    if heldout:
+        after = pairwise_metrics(model, tokenizer, heldout, config)
+        assert before is not None
+        summary.update(
+            heldout_accuracy_before=before["accuracy"],
+            heldout_accuracy=after["accuracy"],
+            heldout_margin_before=before["margin"],
+            heldout_margin=after["margin"],
+            heldout_reward_chosen=after["reward_chosen"],
+            heldout_reward_rejected=after["reward_rejected"],
+        )
+    return model, tokenizer, summary
+
+
+def run_reward_model(config: RewardModelConfig) -> dict[str, Any]:
+    """`cascade rlhf rm`: train, save the HF checkpoint (+ `score` head) and the stage manifest."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    if not config.out:
+        raise CascadeUsageError("out: expected an output directory, found none")
+    if config.engine != "local":
+        raise CascadeUsageError(f"engine: the reward model trains on the local engine; found {config.engine!r}")
+    if not config.init:
+        raise CascadeUsageError("init: expected the checkpoint to start the reward model from (usually the SFT one)")
+    require_model_dir(resolve_model(config.init), "init checkpoint")
+    started = time.perf_counter()
+    train, heldout, dropped = split_pairs(config)
+    out = Path(config.out)
+    out.mkdir(parents=True, exist_ok=True)
+    progress = Progress(
+        TextColumn("[bold]reward model[/]"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+        TextColumn("{task.description}"), console=console,
+    )
+    with progress:
+        task = progress.add_task("", total=None)
+
+        def on_step(step: int, total: int, metrics: dict[str, float]) -> None:
+            progress.update(
+                task, total=total, completed=step,
+                description=f"loss {metrics['loss']:.3f} acc {metrics['accuracy']:.2f} margin {metrics['margin']:.2f}",
+            )
+
+        model, tokenizer, summary = train_reward_model(config, train, heldout, on_step)
+    summary["bad_rows_dropped"] = dropped
+    summary["wall_s"] = time.perf_counter() - started
+    model.save_pretrained(str(out), safe_serialization=True)
+    tokenizer.save_pretrained(str(out))
+    paths = {"data": config.data, "eval_data": config.eval_data}
+    write_manifest(
+        out,
+        stage=config.name or config.kind,
+        kind=config.kind,
+        config=to_plain(config),
+        init=config.init,
+        data_fingerprints={name: fingerprint_path(p) for name, p in paths.items() if p},
+        metrics=summary,
+        timings={"wall_s": summary["wall_s"], "train_s": summary["train_s"]},
+    )
+    return summary

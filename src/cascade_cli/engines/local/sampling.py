@@ -1,0 +1,30 @@
+"""A checkpoint as a prompt sampler: what `prepare-data filter` uses to estimate pass rates."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from cascade_cli.data.pass_rate import Sampler
+
+
+def generator_sampler(config: Any) -> tuple[Sampler, Callable[[], None]]:
+    """(sample(prompts, n) -> [[(text, finish_reason), ...], ...], close) for the config's checkpoint."""
+    from cascade_cli.engines.local.generation import Generator
+    from cascade_cli.tiny import is_tiny_spec, resolve_model
+
+    init = str(config.init)
+    model = str(resolve_model(init)) if is_tiny_spec(init) else init
+    generator = Generator(model, backend=config.backend, seed=config.seed)
+
+    def sample(prompts: list[str], n: int) -> list[list[tuple[str, str]]]:
+        groups = generator.generate(
+            prompts,
+            n=n,
+            max_new_tokens=config.max_new_tokens,
+            temperature=config.temperature,
+            top_p=config.top_p,
+        )
+        return [[(c.text, c.finish_reason) for c in group] for group in groups]
+
+    return sample, generator.close
