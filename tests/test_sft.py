@@ -337,3 +337,21 @@ def test_cli_runs_sft_in_a_subprocess(tmp_path, tiny_dir, data_dir):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "sft done: 2 steps" in done.stderr
     assert read_manifest(out)["status"] == "completed"
+
+
+def test_step_loss_equals_transformers_loss_on_a_padded_batch(tmp_path, tiny_dir, tokenizer):
+    """No attention mask with right padding and the LM head on assistant positions only give the same
+    loss as transformers' own masked forward over the whole padded batch."""
+    examples = load_examples(write_rows(tmp_path / "d.jsonl", math_rows(5, 7)), tokenizer, max_seq_len=128)
+    batch = collate([[i] for i in range(5)], examples, tokenizer.pad_token_id)
+    assert len(set(examples.lengths)) > 1  # really padded
+    model = model_io.load_model(str(tiny_dir))
+    attention_mask = torch.zeros_like(batch["input_ids"])
+    for row, length in enumerate(examples.lengths):
+        attention_mask[row, :length] = 1
+    with torch.no_grad():
+        ours = step_loss(model, batch, batch["trainable"], "cpu", False)
+        reference = model(
+            input_ids=batch["input_ids"], attention_mask=attention_mask, labels=batch["labels"]
+        ).loss
+    assert ours.item() == pytest.approx(reference.item(), rel=1e-5)
