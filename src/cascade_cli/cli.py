@@ -273,16 +273,6 @@ class _RlhfGroup(_CascadeGroup):
         return ctx.args
 
 
-def _rlhf_stage_config(config_cls: type, flags: dict, overrides: list[str], where: str):
-    """Flags (None: not given) + key=value overrides (which win) -> the stage config."""
-    from omegaconf import OmegaConf
-
-    from cascade_cli.config.structure import parse_overrides, structure
-
-    given = OmegaConf.create({key: value for key, value in flags.items() if value is not None})
-    return structure(config_cls, OmegaConf.merge(given, parse_overrides(overrides, where)), where=where)
-
-
 rlhf_app = typer.Typer(
     name="rlhf",
     cls=_RlhfGroup,
@@ -307,6 +297,8 @@ def rlhf_command(
     eval_data: Annotated[
         Optional[str], typer.Option("--eval-data", help="Held-out prompts: mean RM score of greedy answers before/after.")
     ] = None,
+    engine: EngineOption = None,
+    dry_run: DryRunOption = False,
 ) -> None:
     """GRPO on a reward model's scores (Half-Half thinking modes, code-switch penalty); subcommand `rm` trains the RM.
 
@@ -318,11 +310,13 @@ def rlhf_command(
     """
     if ctx.invoked_subcommand is not None:
         return
+    from cascade_cli.config.build import build_stage_config
     from cascade_cli.config.rlhf import RLHFConfig
     from cascade_cli.recipe.kinds import run_config
 
-    values = {"init": init, "reward_model": reward_model, "data": data, "out": out, "eval_data": eval_data}
-    config = _rlhf_stage_config(RLHFConfig, values, ctx.meta.get("rlhf.overrides", []), "rlhf")
+    values = {"init": init, "reward_model": reward_model, "data": data, "out": out, "eval_data": eval_data,
+              "engine": engine, "dry_run": dry_run or None}
+    config = build_stage_config(RLHFConfig, values, ctx.meta.get("rlhf.overrides", []), "rlhf")
     summary = run_config(config)
     line = f"[green]done[/]: {config.out}  steps {summary.get('steps', '-')}"
     if "heldout_reward_after" in summary:
@@ -344,18 +338,22 @@ def rlhf_rm_command(
     overrides: Annotated[
         Optional[list[str]], typer.Argument(help="key=value overrides (lr=1e-5 epochs=1 ...).", show_default=False)
     ] = None,
+    engine: EngineOption = None,
+    dry_run: DryRunOption = False,
 ) -> None:
     """Train a Bradley-Terry reward model (one `score` head; loads in AutoModelForSequenceClassification and OpenRLHF).
 
     Example: [bold]cascade rlhf rm --init runs/tiny/sft --data runs/tiny/data/pref --out runs/tiny/rm lr=1e-3[/]
     """
+    from cascade_cli.config.build import build_stage_config
     from cascade_cli.config.rm import RewardModelConfig
     from cascade_cli.recipe.kinds import run_config
 
-    values = {"init": init, "data": data, "out": out, "eval_data": eval_data}
+    values = {"init": init, "data": data, "out": out, "eval_data": eval_data, "engine": engine,
+              "dry_run": dry_run or None}
     if skip_bad_rows:
         values["skip_bad_rows"] = True
-    config = _rlhf_stage_config(RewardModelConfig, values, overrides or [], "rlhf rm")
+    config = build_stage_config(RewardModelConfig, values, overrides or [], "rlhf rm")
     summary = run_config(config)
     line = f"[green]done[/]: {out}  steps {summary.get('steps', '-')}"
     if "heldout_accuracy" in summary:
@@ -393,16 +391,13 @@ def rlvr_command(
 
     Example: [bold]cascade rlvr --domain math --init runs/tiny/sft --data data/math.jsonl --out runs/tiny/math_rl steps=30[/]
     """
+    from cascade_cli.config.build import build_stage_config
     from cascade_cli.config.grpo import RLVRConfig
-    from cascade_cli.config.structure import parse_overrides, structure
     from cascade_cli.recipe.kinds import run_config
 
-    values = parse_overrides(overrides or [])
-    flags = {"domain": domain, "init": init, "data": str(data), "out": str(out)}
-    if eval_data is not None:
-        flags["eval_data"] = str(eval_data)
-    flags.update({key: value for key, value in (("engine", engine), ("dry_run", dry_run or None)) if value})
-    config = structure(RLVRConfig, {**flags, **values}, where="rlvr")
+    flags = {"domain": domain, "init": init, "data": str(data), "out": str(out), "engine": engine,
+             "eval_data": None if eval_data is None else str(eval_data), "dry_run": dry_run or None}
+    config = build_stage_config(RLVRConfig, flags, overrides or [], where="rlvr")
     summary = run_config(config)
     if config.engine != "local":
         return

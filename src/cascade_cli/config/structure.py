@@ -18,7 +18,7 @@ def describe_error(error: OmegaConfBaseException, where: str, prefix: str = "") 
     full_key = f"{prefix}.{key}" if prefix and key else (prefix or str(key))
     message = str(getattr(error, "msg", None) or error).splitlines()[0]
     if isinstance(error, ConfigKeyError):
-        message = f"unknown key ({message})"
+        message = f"unknown key {str(key)!r} ({message})"
     elif isinstance(error, MissingMandatoryValue):
         message = "missing required value"
     elif isinstance(error, ValidationError):

@@ -30,8 +30,9 @@ from rich.table import Table
 
 from cascade_cli.chat import render_prompt
 from cascade_cli.checkpoint import fingerprint_path, write_manifest
+from cascade_cli.config.build import build_stage_config
 from cascade_cli.config.common import StageConfig
-from cascade_cli.config.structure import parse_overrides, structure, to_plain
+from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console, print_warning
 from cascade_cli.data.io import DATA_FILE, HELDOUT_FILE, RL_DOMAINS, load_canonical, resolve_data_path
 from cascade_cli.errors import CascadeUsageError
@@ -65,9 +66,7 @@ class PassRateFilterConfig(StageConfig):
 
 
 def build_filter_config(values: dict[str, Any], overrides: list[str] | None = None) -> PassRateFilterConfig:
-    merged = dict(parse_overrides(list(overrides or []), where="prepare-data filter overrides"))
-    merged.update({key: value for key, value in values.items() if value is not None})
-    return structure(PassRateFilterConfig, merged, where="prepare-data filter")
+    return build_stage_config(PassRateFilterConfig, values, list(overrides or []), where="prepare-data filter")
 
 
 def check_config(config: PassRateFilterConfig) -> None:

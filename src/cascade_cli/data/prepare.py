@@ -20,8 +20,9 @@ from rich.table import Table
 
 from cascade_cli.chat import MODES, render_messages, render_prompt
 from cascade_cli.checkpoint import write_manifest
+from cascade_cli.config.build import build_stage_config
 from cascade_cli.config.data import PrepareDataConfig
-from cascade_cli.config.structure import parse_overrides, structure, to_plain
+from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console, print_warning
 from cascade_cli.data import tiny_tasks, tiny_tools
 from cascade_cli.data.decontaminate import FilterResult, NgramIndex, build_index, filter_rows
@@ -48,9 +49,7 @@ PROGRESS_MIN_ROWS = 5000  # smaller inputs finish before a bar is worth drawing
 
 def build_prepare_config(values: dict[str, Any], overrides: list[str] | None = None) -> PrepareDataConfig:
     """CLI flags (None = not given) + `key=value` overrides -> a validated PrepareDataConfig."""
-    merged = dict(parse_overrides(list(overrides or []), where="prepare-data overrides"))
-    merged.update({key: value for key, value in values.items() if value is not None})
-    return structure(PrepareDataConfig, merged, where="prepare-data")
+    return build_stage_config(PrepareDataConfig, values, list(overrides or []), where="prepare-data")
 
 
 def check_config(config: PrepareDataConfig) -> None:
