@@ -7,6 +7,8 @@
 #         RUN_DIR=runs/short SFT_STEPS=4 bash examples/tiny_cascade.sh   # any setting below can be overridden
 # SFT_ARGS adds key=value overrides to the SFT stage (e.g. SFT_ARGS="max_seq_len=256 threads=1"); EVAL=0 skips
 # the evaluations and the report. The matching recipe overrides are in the comments (stages.NAME.KEY=VALUE).
+# After the recipe's stages the script goes on through the rest of the cascade on tiny data (reward model,
+# RLHF, IF / math / code RLVR), a few GRPO steps each; FULL=0 stops where recipes/tiny.yaml stops.
 set -euo pipefail
 
 RUN_DIR=${RUN_DIR:-runs/tiny_by_hand}   # run_dir=
@@ -22,6 +24,10 @@ EVAL=${EVAL:-1}                          # eval.after_each_stage=
 EVAL_K=${EVAL_K:-4}                      # eval.k=
 EVAL_LIMIT=${EVAL_LIMIT:-50}             # eval.limit=
 EVAL_MAX_TOKENS=${EVAL_MAX_TOKENS:-96}   # eval.max_tokens=
+FULL=${FULL:-1}                          # the stages after recipes/tiny.yaml's
+RL_STEPS=${RL_STEPS:-8}                  # GRPO steps of each RL stage
+RL_ARGS=${RL_ARGS:-prompts_per_step=8 group_size=4 max_response_len=48}   # key=value for every RL stage
+N_RL=${N_RL:-200}                        # rows of each RL / preference data set
 BENCHMARKS=tiny_math,tiny_code,tiny_if
 
 evaluate() {  # evaluate MODEL STAGE: the recipe's `eval` block, after every stage that makes a model
@@ -46,7 +52,32 @@ cascade sft --init tiny --data "$RUN_DIR/data_sft" --out "$RUN_DIR/sft" name=sft
   eval_prompts="$RUN_DIR/data_math/heldout.jsonl" $SFT_ARGS
 evaluate "$RUN_DIR/sft" sft
 
-# 3. The stage x benchmark table (report.md) and plot (report.png).
+if [ "$FULL" = 1 ]; then
+  # 3. RLHF: a Bradley-Terry reward model on preference pairs (from the SFT model; a reward model is not a
+  #    policy, so nothing evaluates it), then GRPO on its scores, half the prompts thinking, half not.
+  cascade prepare-data --source tiny:pref --out "$RUN_DIR/data_pref" name=data_pref n="$N_RL" seed="$SEED"
+  cascade prepare-data --source tiny:general --out "$RUN_DIR/data_rlhf" name=data_rlhf n="$N_RL" seed="$SEED"
+  cascade rlhf rm --init "$RUN_DIR/sft" --data "$RUN_DIR/data_pref" --out "$RUN_DIR/reward_model" \
+    name=reward_model seed="$SEED"
+  # shellcheck disable=SC2086
+  cascade rlhf --init "$RUN_DIR/sft" --reward-model "$RUN_DIR/reward_model" --data "$RUN_DIR/data_rlhf" \
+    --out "$RUN_DIR/rlhf" name=rlhf seed="$SEED" steps="$RL_STEPS" $RL_ARGS
+  evaluate "$RUN_DIR/rlhf" rlhf
+
+  # 4. RLVR, one domain after another, each starting from the previous stage's checkpoint.
+  cascade prepare-data --source tiny:if --out "$RUN_DIR/data_if" name=data_if n="$N_RL" seed="$SEED"
+  cascade prepare-data --source tiny:code --out "$RUN_DIR/data_code" name=data_code n="$N_RL" seed="$SEED"
+  init="$RUN_DIR/rlhf"
+  for domain in if math code; do
+    # shellcheck disable=SC2086
+    cascade rlvr --domain "$domain" --init "$init" --data "$RUN_DIR/data_$domain" --out "$RUN_DIR/${domain}_rl" \
+      name="${domain}_rl" seed="$SEED" steps="$RL_STEPS" $RL_ARGS
+    evaluate "$RUN_DIR/${domain}_rl" "${domain}_rl"
+    init="$RUN_DIR/${domain}_rl"
+  done
+fi
+
+# 5. The stage x benchmark table (report.md) and plot (report.png).
 if [ "$EVAL" = 1 ]; then
   cascade report "$RUN_DIR" --max-regression 3.0
 fi
