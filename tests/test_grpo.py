@@ -297,6 +297,10 @@ def test_dynamic_filter_drops_uniform_groups_and_refills(tmp_path, tiny_dir, toy
     metrics = read_metrics(config.out)[0]
     assert metrics["groups_filtered_frac"] > 0
     assert metrics["zero_std_groups_frac"] == 0.0  # what is trained on carries signal
+    # Rollout statistics cover every sampled group, the dropped ones included.
+    assert metrics["groups_sampled"] > metrics["groups"]
+    assert metrics["groups_filtered_frac"] == pytest.approx(1 - metrics["groups"] / metrics["groups_sampled"])
+    assert metrics["response_len_mean"] > 0
 
 
 def test_overlong_filter_masks_truncated_responses(tmp_path, tiny_dir, toy_verifier):

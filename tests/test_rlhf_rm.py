@@ -264,3 +264,14 @@ def test_prepare_data_format_and_drop_math_code_hooks(tmp_path, cli):
     report = next(f for f in card["filters"] if f["name"] == "drop_math_code")
     assert report["removed_by"] == {"math": 3, "code": 2} and report["out"] == 6
     assert "drop_math_code: 11 -> 6 rows" in result.output
+
+
+def test_drop_math_code_filters_both_splits(tmp_path, cli):
+    from cascade_cli.jsonl import read_jsonl
+
+    result = cli(["prepare-data", "--source", "tiny:pref", "--out", tmp_path / "pref", "--n", "40", "--holdout", "20",
+                  "drop_math_code=true"])
+    assert result.exit_code == 0, result.output
+    for name in ("data.jsonl", "heldout.jsonl"):
+        rows = list(read_jsonl(tmp_path / "pref" / name))
+        assert rows and all(classify_prompt(row["prompt"]) is None for row in rows)

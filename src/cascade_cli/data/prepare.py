@@ -451,6 +451,7 @@ def run_prepare_data(config: PrepareDataConfig) -> dict[str, Any]:
         train, report = drop_math_and_code(train)
         filters.append({"name": "drop_math_code", "in": before, "out": len(train), "removed_by": report["dropped"],
                         "examples": report["dropped_examples"]})
+        heldout, _ = drop_math_and_code(heldout)  # the held-out split measures the same kind of data
     card: dict[str, Any] = {
         "source": config.source,
         "source_kind": source.kind,

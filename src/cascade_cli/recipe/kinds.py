@@ -19,7 +19,8 @@ class StageKind:
     runner: str  # "module:function", called as runner(config) -> metrics dict
     command: tuple[str, ...]  # the CLI words, e.g. ("rlhf", "rm")
     flags: tuple[str, ...]  # config keys the command takes as --flags, in this order
-    produces_model: bool = True
+    produces_model: bool = True  # a policy: the next stage starts from it and the recipe evaluates it
+    defaults_init: bool = True  # `init` defaults to the previous policy (prepare_data has none)
 
     def config_class(self) -> type:
         return _load(self.config)
@@ -53,6 +54,7 @@ STAGE_KINDS: dict[str, StageKind] = {
         ("prepare-data",),
         ("source", "out"),
         produces_model=False,
+        defaults_init=False,
     ),
     "sft": StageKind(
         "sft",
@@ -67,8 +69,8 @@ STAGE_KINDS: dict[str, StageKind] = {
         "cascade_cli.engines.local.reward_model:run_reward_model",
         ("rlhf", "rm"),
         ("init", "data", "out"),
-        # Not a policy: the next stage's init skips it and the recipe does not generate with it. Its own
-        # `init` is not defaulted either; recipes name it (`init: ${stages.sft.out}`).
+        # Not a policy: the next stage's init skips it and the recipe does not generate with it. It starts
+        # from the previous policy (the SFT checkpoint) like any stage.
         produces_model=False,
     ),
     "rlhf": StageKind(

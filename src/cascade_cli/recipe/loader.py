@@ -140,7 +140,7 @@ def load_recipe(path_or_name: str, overrides: list[str] | None = None) -> Recipe
         # An interpolation (`init: ${stages.sft.out}`) counts as set; resolving it here, outside the recipe, fails.
         if not OmegaConf.is_interpolation(filled, "out") and filled.get("out") is None:
             filled.out = f"${{run_dir}}/{name}"
-        if kind.produces_model and not OmegaConf.is_interpolation(filled, "init") and filled.get("init") is None:
+        if kind.defaults_init and not OmegaConf.is_interpolation(filled, "init") and filled.get("init") is None:
             filled.init = previous_model if previous_model is not None else "${model}"
         stages_raw[name] = filled
         if kind.produces_model:

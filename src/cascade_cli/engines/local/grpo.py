@@ -365,6 +365,7 @@ class GRPOTrainer:
         """Generate, score and (optionally) filter groups until the step's batch is full."""
         config = self.config
         kept: list[Group] = []
+        self._generated_groups: list[Group] = []  # everything sampled this step, filtered or not
         generated = filtered = 0
         position = 0
         for _round in range(config.dynamic_filter_max_rounds if config.dynamic_filter else 1):
@@ -397,6 +398,7 @@ class GRPOTrainer:
                 passed = sum(s.passed for s in group.scores)
                 self.sampler.record(group.row_index, passed, len(group.scores))
                 generated += 1
+                self._generated_groups.append(group)
                 if config.dynamic_filter and group.uniform:
                     filtered += 1
                 else:
@@ -649,10 +651,12 @@ class GRPOTrainer:
         sync_s = time.perf_counter() - sync_began
         self.step += 1
 
-        rewards = [r for g in groups for r in g.rewards]
-        lengths = [len(c.token_ids) for g in groups for c in g.completions]
-        truncated = [c.finish_reason == "length" for g in groups for c in g.completions]
-        passed = [s.passed for g in groups for s in g.scores]
+        # Rollout statistics cover every group sampled this step, including those dynamic filtering dropped.
+        sampled = self._generated_groups
+        rewards = [r for g in sampled for r in g.rewards]
+        lengths = [len(c.token_ids) for g in sampled for c in g.completions]
+        truncated = [c.finish_reason == "length" for g in sampled for c in g.completions]
+        passed = [s.passed for g in sampled for s in g.scores]
         reward_t = torch.tensor(rewards or [0.0], dtype=torch.float64)
         wall = time.perf_counter() - began
         return {
@@ -661,7 +665,8 @@ class GRPOTrainer:
             "reward_mean": float(reward_t.mean()),
             "reward_std": float(reward_t.std()) if len(rewards) > 1 else 0.0,
             "pass_rate": sum(passed) / max(len(passed), 1),
-            "groups": len(groups),
+            "groups": len(groups),  # trained on
+            "groups_sampled": len(sampled),
             "groups_filtered_frac": counts["groups_filtered"] / max(counts["groups_generated"], 1),
             "zero_std_groups_frac": sum(g.uniform for g in groups) / max(len(groups), 1),
             "response_len_mean": sum(lengths) / max(len(lengths), 1),
