@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -70,7 +71,8 @@ def test_example_scripts_parse(script):
 
 def comparable(metrics: dict) -> dict:
     """Stage metrics without times and throughput (they depend on the machine's load, not on the run)."""
-    return {key: value for key, value in metrics.items() if not key.endswith(("_s", "seconds", "tok/s"))}
+    timing = re.compile(r"(^|[_/])time_|(_s|seconds|tok/s)$")
+    return {key: value for key, value in metrics.items() if not timing.search(key)}
 
 
 @pytest.mark.parametrize("whole", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["to_sft", "whole"])
