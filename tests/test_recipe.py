@@ -105,29 +105,35 @@ def test_cli_errors_are_one_line_exit_2(tmp_path, cli):
     assert result.exit_code == 2 and "recipe not found" in result.output
 
 
-def test_plan_round_trips_to_the_same_configs(tmp_path):
+def parse_stage_argv(stage, argv):
+    """Rebuild a stage config from a printed command the way the commands parse their argv."""
+    from omegaconf import OmegaConf
+
+    flags, overrides, rest = {}, [], argv[len(stage.kind.command) + 1 :]
+    while rest:
+        token = rest.pop(0)
+        if token.startswith("--"):
+            flags[token[2:].replace("-", "_")] = rest.pop(0)
+        else:
+            overrides.append(token)
+    values = OmegaConf.merge(OmegaConf.create(flags), parse_overrides(overrides))
+    return structure(stage.kind.config_class(), values)
+
+
+@pytest.mark.parametrize("which", ["mini", "tiny"])
+def test_plan_round_trips_to_the_same_configs(tmp_path, which):
     """Each printed command, parsed the way the commands parse their argv, rebuilds the stage config."""
-    recipe = load_recipe(
-        str(write(tmp_path, RECIPE.format(run_dir=tmp_path / "run"))), ["stages.sft1.lr=3e-4"]
-    )
-    lines = [line for line in plan_lines(recipe) if line.startswith("cascade ")]
+    if which == "tiny":  # nested values: phases (a list of mappings), dict-valued keys
+        recipe = load_recipe("tiny", ["stages.data_sft.map={prompt: question, answer: solution}"])
+    else:
+        recipe = load_recipe(str(write(tmp_path, RECIPE.format(run_dir=tmp_path / "run"))), ["stages.sft1.lr=3e-4"])
+    lines = [line for line in plan_lines(recipe) if line.startswith(("cascade prepare-data", "cascade sft",
+                                                                     "cascade rlhf", "cascade rlvr"))]
     assert len(lines) == len(recipe.stages)
     for stage, line in zip(recipe.stages, lines, strict=True):
         argv = shlex.split(line)
         assert argv == stage_argv(stage)
-        words = len(stage.kind.command) + 1
-        flags, overrides, rest = {}, [], argv[words:]
-        while rest:
-            token = rest.pop(0)
-            if token.startswith("--"):
-                flags[token[2:].replace("-", "_")] = rest.pop(0)
-            else:
-                overrides.append(token)
-        from omegaconf import OmegaConf
-
-        values = OmegaConf.merge(OmegaConf.create(flags), parse_overrides(overrides))
-        rebuilt = structure(stage.kind.config_class(), values)
-        assert to_plain(rebuilt) == to_plain(stage.config)
+        assert to_plain(parse_stage_argv(stage, argv)) == to_plain(stage.config), stage.name
 
 
 def test_builtin_recipes_validate():

@@ -43,3 +43,6 @@ class PrepareDataConfig(StageConfig):
     # (data/prompt_filters.py; for RLHF prompts).
     format: str = "auto"
     drop_math_code: bool = False
+    # Drop rows whose answers (assistant turns, a pair's chosen side) switch language or script away from the
+    # prompt's (verifiers/language.py), as the paper filters its data.
+    drop_code_switch: bool = False

@@ -452,6 +452,13 @@ def run_prepare_data(config: PrepareDataConfig) -> dict[str, Any]:
         filters.append({"name": "drop_math_code", "in": before, "out": len(train), "removed_by": report["dropped"],
                         "examples": report["dropped_examples"]})
         heldout, _ = drop_math_and_code(heldout)  # the held-out split measures the same kind of data
+    if config.drop_code_switch:
+        from cascade_cli.data.code_switch_filter import drop_code_switched
+
+        before = len(train)
+        train, report = drop_code_switched(train)
+        filters.append({"name": "drop_code_switch", "in": before, "out": len(train), "removed_by": report["dropped"],
+                        "examples": report["dropped_examples"]})
     card: dict[str, Any] = {
         "source": config.source,
         "source_kind": source.kind,

@@ -31,7 +31,7 @@ def _dotlist_value(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(_dotlist_value(item) for item in value) + "]"
     if isinstance(value, dict):
-        return "{" + ",".join(f"{key}:{_dotlist_value(item)}" for key, item in value.items()) + "}"
+        return "{" + ", ".join(f"{key}: {_dotlist_value(item)}" for key, item in value.items()) + "}"
     raise TypeError(f"cannot render {type(value).__name__} as a command-line value")
 
 
