@@ -1,53 +1,111 @@
 #!/usr/bin/env bash
 # The tiny cascade of recipes/tiny.yaml, chained by hand: the same checkpoints (and metrics) as
 #   cascade recipe run recipes/tiny.yaml
-# Every command reads a checkpoint path and writes one; this script only passes paths along.
+# SFT -> reward model -> RLHF -> IF-RL -> math RL -> code RL on the embedded tiny model and synthetic tasks,
+# evaluated after every policy stage, then the report. Every command reads a checkpoint path and writes one;
+# this script only passes paths along.
 #
-# Usage:  bash examples/tiny_cascade.sh                       # the full tiny cascade (a few minutes on CPU)
-#         RUN_DIR=runs/short SFT_STEPS=4 bash examples/tiny_cascade.sh   # any setting below can be overridden
-# SFT_ARGS adds key=value overrides to the SFT stage (e.g. SFT_ARGS="max_seq_len=256 threads=1"); EVAL=0 skips
-# the evaluations and the report. The matching recipe overrides are in the comments (stages.NAME.KEY=VALUE).
+# Usage:  bash examples/tiny_cascade.sh
+#         RUN_DIR=runs/short SFT_STEPS=20 RL_STEPS=4 bash examples/tiny_cascade.sh
+# Every setting below can be overridden from the environment; the comment names the matching recipe override.
+# SFT_ARGS / RM_ARGS / RL_ARGS add key=value overrides to those stages; EVAL=0 skips the evaluations and the
+# report; STOP_AFTER=sft (or rlhf, if_rl, math_rl) stops after that stage.
 set -euo pipefail
 
-RUN_DIR=${RUN_DIR:-runs/tiny_by_hand}   # run_dir=
-SEED=${SEED:-0}                          # seed=
-N_SFT=${N_SFT:-2000}                     # stages.data_sft.n=
-N_MATH=${N_MATH:-400}                    # stages.data_math.n=
-HOLDOUT=${HOLDOUT:-100}                  # stages.data_math.holdout=
-SFT_STEPS=${SFT_STEPS:-300}              # stages.sft.max_steps=
-SFT_BATCH=${SFT_BATCH:-16}               # stages.sft.batch_size=
-SFT_LR=${SFT_LR:-1e-3}                   # stages.sft.lr=
-SFT_ARGS=${SFT_ARGS:-}                   # stages.sft.KEY=VALUE ...
-EVAL=${EVAL:-1}                          # eval.after_each_stage=
-EVAL_K=${EVAL_K:-4}                      # eval.k=
-EVAL_LIMIT=${EVAL_LIMIT:-50}             # eval.limit=
-EVAL_MAX_TOKENS=${EVAL_MAX_TOKENS:-96}   # eval.max_tokens=
+RUN_DIR=${RUN_DIR:-runs/tiny_by_hand}    # run_dir=
+SEED=${SEED:-0}                           # seed=
+N_SFT=${N_SFT:-2000}                      # stages.data_sft.n=
+N_PREF=${N_PREF:-600}                     # stages.data_pref.n=
+N_CHAT=${N_CHAT:-200}                     # stages.data_chat.n=
+CHAT_HOLDOUT=${CHAT_HOLDOUT:-32}          # stages.data_chat.holdout=
+N_RL=${N_RL:-400}                         # stages.data_{if,math,code}.n=
+HOLDOUT=${HOLDOUT:-64}                    # stages.data_{if,math,code}.holdout=
+SFT_STEPS=${SFT_STEPS:-300}               # stages.sft.max_steps=
+SFT_BATCH=${SFT_BATCH:-16}                # stages.sft.batch_size=
+SFT_EVAL_LIMIT=${SFT_EVAL_LIMIT:-64}      # stages.sft.eval_limit=
+SFT_ARGS=${SFT_ARGS:-}                    # stages.sft.KEY=VALUE ...
+RM_ARGS=${RM_ARGS:-}                      # stages.rm.KEY=VALUE ...
+RLHF_STEPS=${RLHF_STEPS:-8}               # stages.rlhf.steps=
+RL_STEPS=${RL_STEPS:-15}                  # stages.{if_rl,math_rl,code_rl}.steps=
+PROMPTS=${PROMPTS:-8}                     # stages.*.prompts_per_step=
+RESPONSE_LEN=${RESPONSE_LEN:-96}          # stages.{rlhf,if_rl,code_rl}.max_response_len=
+# Math RL's response-length schedule (the paper's 24K -> 32K -> 40K, shrunk): stages.math_rl.phases=
+MATH_PHASES=${MATH_PHASES:-"[{steps: 8, max_response_len: 96, temperature: 1.0, overlong_filter: true}, {steps: 7, max_response_len: 128, temperature: 0.8, overlong_filter: false}]"}
+RL_ARGS=${RL_ARGS:-}                      # stages.{rlhf,if_rl,math_rl,code_rl}.KEY=VALUE ...
+EVAL=${EVAL:-1}                           # eval.after_each_stage=
+EVAL_K=${EVAL_K:-4}                       # eval.k=
+EVAL_LIMIT=${EVAL_LIMIT:-48}              # eval.limit=
+EVAL_MAX_TOKENS=${EVAL_MAX_TOKENS:-128}   # eval.max_tokens=
+STOP_AFTER=${STOP_AFTER:-}
 BENCHMARKS=tiny_math,tiny_code,tiny_if
 
-evaluate() {  # evaluate MODEL STAGE: the recipe's `eval` block, after every stage that makes a model
+evaluate() {  # evaluate MODEL NAME: the recipe's `eval` block, after every stage that makes a policy
   [ "$EVAL" = 1 ] || return 0
   cascade eval --model "$1" --benchmarks "$BENCHMARKS" --out "$RUN_DIR/eval/$2" \
     --k "$EVAL_K" --limit "$EVAL_LIMIT" --max-tokens "$EVAL_MAX_TOKENS" \
     --temperature 0.6 --top-p 0.95 --backend hf --seed 0 --workers 1
 }
 
+finish() {  # the stage x benchmark table (report.md) and plot (report.png)
+  if [ "$EVAL" = 1 ]; then cascade report "$RUN_DIR" --max-regression 3.0; fi
+  echo "tiny cascade by hand: done -> $RUN_DIR"
+  exit 0
+}
+
+stop_after() { [ "$STOP_AFTER" != "$1" ] || finish; }
+
 # The starting point: `tiny` is a random-init, char-level Qwen3-architecture model built in memory.
 evaluate tiny base
 
-# 1. Data: synthetic SFT conversations, and math problems whose held-out part measures the SFT stage.
-cascade prepare-data --source tiny:sft --out "$RUN_DIR/data_sft" name=data_sft n="$N_SFT" seed="$SEED"
-cascade prepare-data --source tiny:math --out "$RUN_DIR/data_math" name=data_math \
-  n="$N_MATH" holdout="$HOLDOUT" seed="$SEED"
+# 1. Data: canonical rows (data.jsonl), held-out rows (heldout.jsonl) and a data card, one folder each.
+cascade prepare-data --source tiny:sft --out "$RUN_DIR/data_sft" name=data_sft seed="$SEED" n="$N_SFT"
+cascade prepare-data --source tiny:pref --out "$RUN_DIR/data_pref" name=data_pref seed="$SEED" n="$N_PREF"
+cascade prepare-data --source tiny:general --out "$RUN_DIR/data_chat" name=data_chat seed="$SEED" \
+  n="$N_CHAT" holdout="$CHAT_HOLDOUT"
+for domain in if math code; do
+  cascade prepare-data --source "tiny:$domain" --out "$RUN_DIR/data_$domain" name="data_$domain" seed="$SEED" \
+    n="$N_RL" holdout="$HOLDOUT"
+done
 
-# 2. SFT from `tiny`; the checkpoint lands in $RUN_DIR/sft with cascade_stage.json and metrics.jsonl.
-# shellcheck disable=SC2086  # SFT_ARGS is a list of key=value words
+# 2. SFT from `tiny` (assistant-only loss); the held-out math prompts measure it before and after.
+# shellcheck disable=SC2086  # the *_ARGS variables are lists of key=value words
 cascade sft --init tiny --data "$RUN_DIR/data_sft" --out "$RUN_DIR/sft" name=sft seed="$SEED" \
-  max_steps="$SFT_STEPS" batch_size="$SFT_BATCH" lr="$SFT_LR" \
-  eval_prompts="$RUN_DIR/data_math/heldout.jsonl" $SFT_ARGS
+  max_steps="$SFT_STEPS" batch_size="$SFT_BATCH" lr=1e-3 bf16=false \
+  eval_prompts="$RUN_DIR/data_math/heldout.jsonl" eval_limit="$SFT_EVAL_LIMIT" $SFT_ARGS
 evaluate "$RUN_DIR/sft" sft
+stop_after sft
 
-# 3. The stage x benchmark table (report.md) and plot (report.png).
-if [ "$EVAL" = 1 ]; then
-  cascade report "$RUN_DIR" --max-regression 3.0
-fi
-echo "tiny cascade by hand: done -> $RUN_DIR"
+# 3. RLHF: a Bradley-Terry reward model on preference pairs, started from the SFT policy (a reward model is
+#    not a policy: nothing evaluates it and the next stage starts from sft again), then GRPO on its scores.
+# shellcheck disable=SC2086
+cascade rlhf rm --init "$RUN_DIR/sft" --data "$RUN_DIR/data_pref" --out "$RUN_DIR/rm" name=rm seed="$SEED" \
+  lr=3e-4 bf16=false $RM_ARGS
+# shellcheck disable=SC2086
+cascade rlhf --init "$RUN_DIR/sft" --reward-model "$RUN_DIR/rm" --data "$RUN_DIR/data_chat" --out "$RUN_DIR/rlhf" \
+  name=rlhf seed="$SEED" eval_data="$RUN_DIR/data_chat/heldout.jsonl" steps="$RLHF_STEPS" \
+  prompts_per_step="$PROMPTS" group_size=4 max_response_len="$RESPONSE_LEN" lr=2e-5 $RL_ARGS
+evaluate "$RUN_DIR/rlhf" rlhf
+stop_after rlhf
+
+# 4. RLVR, one domain after another, each from the previous stage's checkpoint, the verifier as the reward.
+# shellcheck disable=SC2086
+cascade rlvr --domain if --init "$RUN_DIR/rlhf" --data "$RUN_DIR/data_if" --out "$RUN_DIR/if_rl" \
+  name=if_rl seed="$SEED" eval_data="$RUN_DIR/data_if/heldout.jsonl" steps="$RL_STEPS" \
+  prompts_per_step="$PROMPTS" group_size=8 max_response_len="$RESPONSE_LEN" lr=2e-5 dynamic_filter=true $RL_ARGS
+evaluate "$RUN_DIR/if_rl" if_rl
+stop_after if_rl
+
+# shellcheck disable=SC2086
+cascade rlvr --domain math --init "$RUN_DIR/if_rl" --data "$RUN_DIR/data_math" --out "$RUN_DIR/math_rl" \
+  name=math_rl seed="$SEED" eval_data="$RUN_DIR/data_math/heldout.jsonl" steps="$RL_STEPS" \
+  prompts_per_step="$PROMPTS" group_size=8 lr=2e-5 "phases=$MATH_PHASES" epoch_filter=true $RL_ARGS
+evaluate "$RUN_DIR/math_rl" math_rl
+stop_after math_rl
+
+# shellcheck disable=SC2086
+cascade rlvr --domain code --init "$RUN_DIR/math_rl" --data "$RUN_DIR/data_code" --out "$RUN_DIR/code_rl" \
+  name=code_rl seed="$SEED" eval_data="$RUN_DIR/data_code/heldout.jsonl" steps="$RL_STEPS" \
+  prompts_per_step="$PROMPTS" group_size=8 max_response_len="$RESPONSE_LEN" lr=2e-5 $RL_ARGS
+evaluate "$RUN_DIR/code_rl" code_rl
+
+finish

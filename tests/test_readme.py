@@ -93,3 +93,26 @@ def test_tested_blocks_run(tmp_path):
     assert (tmp_path / "runs" / "scored.jsonl").is_file()
     assert (tmp_path / "runs" / "external" / "math" / "results.json").is_file()
     assert "ray job submit" in (tmp_path / "nemotron14b.sh").read_text()
+
+
+def test_command_table_lists_every_command():
+    import typer.main
+
+    from cascade_cli.cli import app
+
+    names = sorted(typer.main.get_command(app).commands)
+    assert len(names) >= 9
+    table = README.read_text(encoding="utf-8").split("## Commands", 1)[1].split("\n## ", 1)[0]
+    for name in names:
+        assert f"| `cascade {name}" in table, f"README's command table misses `cascade {name}`"
+
+
+def test_yaml_blocks_are_valid_recipes(tmp_path, cli):
+    text = README.read_text(encoding="utf-8")
+    recipes = [m.group(2) for m in FENCE.finditer(text) if m.group(1).strip() == "yaml"]
+    assert recipes
+    for number, recipe in enumerate(recipes):
+        path = tmp_path / f"readme_{number}.yaml"
+        path.write_text(recipe)
+        result = cli(["recipe", "validate", str(path)])
+        assert result.exit_code == 0, f"README yaml block {number}: {result.output}"
