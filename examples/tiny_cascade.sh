@@ -15,7 +15,8 @@ set -euo pipefail
 RUN_DIR=${RUN_DIR:-runs/tiny_by_hand}    # run_dir=
 SEED=${SEED:-0}                           # seed=
 N_SFT=${N_SFT:-2000}                      # stages.data_sft.n=
-N_PREF=${N_PREF:-600}                     # stages.data_pref.n=
+N_PREF=${N_PREF:-1000}                    # stages.data_pref.n=
+PREF_HOLDOUT=${PREF_HOLDOUT:-200}         # stages.data_pref.holdout=
 N_CHAT=${N_CHAT:-200}                     # stages.data_chat.n=
 CHAT_HOLDOUT=${CHAT_HOLDOUT:-32}          # stages.data_chat.holdout=
 N_RL=${N_RL:-400}                         # stages.data_{if,math,code}.n=
@@ -28,7 +29,8 @@ RM_ARGS=${RM_ARGS:-}                      # stages.rm.KEY=VALUE ...
 RLHF_STEPS=${RLHF_STEPS:-8}               # stages.rlhf.steps=
 RL_STEPS=${RL_STEPS:-15}                  # stages.{if_rl,math_rl,code_rl}.steps=
 PROMPTS=${PROMPTS:-8}                     # stages.*.prompts_per_step=
-RESPONSE_LEN=${RESPONSE_LEN:-96}          # stages.{rlhf,if_rl,code_rl}.max_response_len=
+RESPONSE_LEN=${RESPONSE_LEN:-96}          # stages.{if_rl,code_rl}.max_response_len=
+RLHF_RESPONSE_LEN=${RLHF_RESPONSE_LEN:-64} # stages.rlhf.max_response_len=
 # Math RL's response-length schedule (the paper's 24K -> 32K -> 40K, shrunk): stages.math_rl.phases=
 MATH_PHASES=${MATH_PHASES:-"[{steps: 8, max_response_len: 96, temperature: 1.0, overlong_filter: true}, {steps: 7, max_response_len: 128, temperature: 0.8, overlong_filter: false}]"}
 RL_ARGS=${RL_ARGS:-}                      # stages.{rlhf,if_rl,math_rl,code_rl}.KEY=VALUE ...
@@ -59,7 +61,8 @@ evaluate tiny base
 
 # 1. Data: canonical rows (data.jsonl), held-out rows (heldout.jsonl) and a data card, one folder each.
 cascade prepare-data --source tiny:sft --out "$RUN_DIR/data_sft" name=data_sft seed="$SEED" n="$N_SFT"
-cascade prepare-data --source tiny:pref --out "$RUN_DIR/data_pref" name=data_pref seed="$SEED" n="$N_PREF"
+cascade prepare-data --source tiny:pref --out "$RUN_DIR/data_pref" name=data_pref seed="$SEED" n="$N_PREF" \
+  holdout="$PREF_HOLDOUT" drop_math_code=true
 cascade prepare-data --source tiny:general --out "$RUN_DIR/data_chat" name=data_chat seed="$SEED" \
   n="$N_CHAT" holdout="$CHAT_HOLDOUT"
 for domain in if math code; do
@@ -79,11 +82,11 @@ stop_after sft
 #    not a policy: nothing evaluates it and the next stage starts from sft again), then GRPO on its scores.
 # shellcheck disable=SC2086
 cascade rlhf rm --init "$RUN_DIR/sft" --data "$RUN_DIR/data_pref" --out "$RUN_DIR/rm" name=rm seed="$SEED" \
-  lr=3e-4 bf16=false $RM_ARGS
+  lr=1.5e-3 epochs=2 bf16=false $RM_ARGS
 # shellcheck disable=SC2086
 cascade rlhf --init "$RUN_DIR/sft" --reward-model "$RUN_DIR/rm" --data "$RUN_DIR/data_chat" --out "$RUN_DIR/rlhf" \
   name=rlhf seed="$SEED" eval_data="$RUN_DIR/data_chat/heldout.jsonl" steps="$RLHF_STEPS" \
-  prompts_per_step="$PROMPTS" group_size=4 max_response_len="$RESPONSE_LEN" lr=2e-5 $RL_ARGS
+  prompts_per_step="$PROMPTS" group_size=4 max_response_len="$RLHF_RESPONSE_LEN" lr=1e-4 $RL_ARGS
 evaluate "$RUN_DIR/rlhf" rlhf
 stop_after rlhf
 
@@ -91,21 +94,21 @@ stop_after rlhf
 # shellcheck disable=SC2086
 cascade rlvr --domain if --init "$RUN_DIR/rlhf" --data "$RUN_DIR/data_if" --out "$RUN_DIR/if_rl" \
   name=if_rl seed="$SEED" eval_data="$RUN_DIR/data_if/heldout.jsonl" steps="$RL_STEPS" \
-  prompts_per_step="$PROMPTS" group_size=8 max_response_len="$RESPONSE_LEN" lr=2e-5 dynamic_filter=true $RL_ARGS
+  prompts_per_step="$PROMPTS" group_size=8 max_response_len="$RESPONSE_LEN" lr=1e-4 dynamic_filter=true $RL_ARGS
 evaluate "$RUN_DIR/if_rl" if_rl
 stop_after if_rl
 
 # shellcheck disable=SC2086
 cascade rlvr --domain math --init "$RUN_DIR/if_rl" --data "$RUN_DIR/data_math" --out "$RUN_DIR/math_rl" \
   name=math_rl seed="$SEED" eval_data="$RUN_DIR/data_math/heldout.jsonl" steps="$RL_STEPS" \
-  prompts_per_step="$PROMPTS" group_size=8 lr=2e-5 "phases=$MATH_PHASES" epoch_filter=true $RL_ARGS
+  prompts_per_step="$PROMPTS" group_size=8 lr=1e-4 "phases=$MATH_PHASES" epoch_filter=true $RL_ARGS
 evaluate "$RUN_DIR/math_rl" math_rl
 stop_after math_rl
 
 # shellcheck disable=SC2086
 cascade rlvr --domain code --init "$RUN_DIR/math_rl" --data "$RUN_DIR/data_code" --out "$RUN_DIR/code_rl" \
   name=code_rl seed="$SEED" eval_data="$RUN_DIR/data_code/heldout.jsonl" steps="$RL_STEPS" \
-  prompts_per_step="$PROMPTS" group_size=8 max_response_len="$RESPONSE_LEN" lr=2e-5 $RL_ARGS
+  prompts_per_step="$PROMPTS" group_size=8 max_response_len="$RESPONSE_LEN" lr=1e-4 $RL_ARGS
 evaluate "$RUN_DIR/code_rl" code_rl
 
 finish

@@ -23,17 +23,17 @@ NEMOTRON14B_PLAN = ["recipe", "plan", "recipes/nemotron14b.yaml", "run_dir=/shar
 
 # A short tiny cascade: the same overrides for the script (environment) and the recipe (dotlist).
 SHORT_ENV = {
-    "N_SFT": "48", "N_PREF": "16", "N_CHAT": "16", "CHAT_HOLDOUT": "4", "N_RL": "16", "HOLDOUT": "4",
+    "N_SFT": "48", "N_PREF": "16", "PREF_HOLDOUT": "4", "N_CHAT": "16", "CHAT_HOLDOUT": "4", "N_RL": "16", "HOLDOUT": "4",
     "SFT_STEPS": "4", "SFT_BATCH": "4", "SFT_EVAL_LIMIT": "4",
     "SFT_ARGS": "max_seq_len=256 threads=1 eval_max_new_tokens=24", "RM_ARGS": "max_steps=2",
-    "RLHF_STEPS": "1", "RL_STEPS": "1", "PROMPTS": "2", "RESPONSE_LEN": "16",
+    "RLHF_STEPS": "1", "RL_STEPS": "1", "PROMPTS": "2", "RESPONSE_LEN": "16", "RLHF_RESPONSE_LEN": "16",
     "MATH_PHASES": "[{steps: 1, max_response_len: 16, temperature: 1.0, overlong_filter: true}]",
     "RL_ARGS": "eval_limit=4 eval_max_new_tokens=16",
     "EVAL_K": "1", "EVAL_LIMIT": "2", "EVAL_MAX_TOKENS": "16",
 }
 RL_STAGES = ["rlhf", "if_rl", "math_rl", "code_rl"]
 SHORT_OVERRIDES = [
-    "stages.data_sft.n=48", "stages.data_pref.n=16", "stages.data_chat.n=16", "stages.data_chat.holdout=4",
+    "stages.data_sft.n=48", "stages.data_pref.n=16", "stages.data_pref.holdout=4", "stages.data_chat.n=16", "stages.data_chat.holdout=4",
     *(f"stages.data_{d}.{key}" for d in ("if", "math", "code") for key in ("n=16", "holdout=4")),
     "stages.sft.max_steps=4", "stages.sft.batch_size=4", "stages.sft.eval_limit=4", "stages.sft.max_seq_len=256",
     "stages.sft.threads=1", "stages.sft.eval_max_new_tokens=24", "stages.rm.max_steps=2",
