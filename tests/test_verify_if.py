@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -33,14 +32,10 @@ RANDOM_IN_REFERENCE = {1122, 1129}
 
 
 def shared_data() -> Path | None:
-    """`<repo>/../shared/data` (CI), or the nearest `shared/data` above the repo, or $CASCADE_SHARED_DATA."""
-    if os.environ.get("CASCADE_SHARED_DATA"):
-        return Path(os.environ["CASCADE_SHARED_DATA"])
-    repo = Path(__file__).resolve().parents[1]
-    for folder in repo.parents:
-        if (folder / "shared" / "data" / "ifeval").is_dir():
-            return folder / "shared" / "data"
-    return None
+    from cascade_cli.evaluation.benchmarks import shared_data_dir
+
+    found = shared_data_dir()
+    return found if found is not None and (found / "ifeval").is_dir() else None
 
 
 def gpt4_rows() -> list[tuple[dict[str, Any], str]]:
