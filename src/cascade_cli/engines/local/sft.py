@@ -194,16 +194,20 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
         stream.cursor = Cursor(**progress_state["cursor"])
         console.print(f"resuming {out} from step {step}/{total_steps}")
 
-    write_manifest(
-        out,
-        stage=config.name or "sft",
-        kind="sft",
-        config=config_dict,
-        init=config.init,
-        data_fingerprints=fingerprints,
-        metrics=metrics,
-        status="running",
-    )
+    def record(status: str, **timings: float) -> None:
+        write_manifest(
+            out,
+            stage=config.name or "sft",
+            kind="sft",
+            config=config_dict,
+            init=config.init,
+            data_fingerprints=fingerprints,
+            metrics=metrics,
+            status=status,
+            timings=timings,
+        )
+
+    record("running")
     log = MetricsLog(out, tensorboard=config.tensorboard, truncate_after_step=step if saved else None)
 
     def save_state() -> None:
@@ -281,17 +285,7 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
     )
     save_state()
     if step < total_steps:
-        write_manifest(
-            out,
-            stage=config.name or "sft",
-            kind="sft",
-            config=config_dict,
-            init=config.init,
-            data_fingerprints=fingerprints,
-            metrics=metrics,
-            status="stopped",
-            timings={"train_s": train_seconds},
-        )
+        record("stopped", train_s=train_seconds)
         console.print(f"stopped after step {step}/{total_steps}; rerun the same command to resume")
         return metrics
 
@@ -307,17 +301,7 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
             f"held-out math accuracy (greedy, n={result['n']}): init {metrics.get('eval/init_accuracy', 0):.3f}"
             f" -> trained {result['accuracy']:.3f}"
         )
-    write_manifest(
-        out,
-        stage=config.name or "sft",
-        kind="sft",
-        config=config_dict,
-        init=config.init,
-        data_fingerprints=fingerprints,
-        metrics=metrics,
-        status="completed",
-        timings={"train_s": train_seconds, "eval_s": eval_seconds, "total_s": time.time() - started},
-    )
+    record("completed", train_s=train_seconds, eval_s=eval_seconds, total_s=time.time() - started)
     console.print(
         f"sft done: {step} steps, final loss {metrics['train/loss']:.4f}, "
         f"{metrics['train/tokens_per_s']:,.0f} tok/s -> {out}"
