@@ -19,23 +19,17 @@ from collections import Counter
 from typing import Any
 
 from cascade_cli.verifiers.instruction import text as measure
-from cascade_cli.verifiers.instruction.ifeval import _single_character, compare, keywords_letter_frequency
+from cascade_cli.verifiers.instruction.ifeval import (
+    _DIVIDER,
+    _single_character,
+    compare,
+    count_parts_allowing_empty_ends,
+    keywords_letter_frequency,
+)
 from cascade_cli.verifiers.instruction.registry import compile_pattern, instruction
 
 PUNCTUATION = string.punctuation
 _DROP_PUNCTUATION = str.maketrans("", "", PUNCTUATION)
-_DIVIDER = re.compile(r"\s?\*\*\*\s?")
-
-
-def _parts_allowing_empty_ends(parts: list[str]) -> int | None:
-    """How many non-empty parts; None when an empty part sits between two others (IFEval's paragraph rule)."""
-    count = len(parts)
-    for index, part in enumerate(parts):
-        if not part.strip():
-            if index not in (0, len(parts) - 1):
-                return None
-            count -= 1
-    return count
 
 
 # ---------------------------------------------------------------- IF-RLVR training constraints (IFEvalG)
@@ -125,12 +119,12 @@ def exclude_word_harder(text: str, *, keyword: str, instruction: Any = None) -> 
 
 @instruction("paragraphs:paragraphs")
 def two_paragraphs_divider(text: str) -> bool:
-    return _parts_allowing_empty_ends(_DIVIDER.split(text)) == 2
+    return count_parts_allowing_empty_ends(_DIVIDER.split(text)) == 2
 
 
 @instruction("paragraphs:paragraphs2")
 def two_paragraphs_blank_line(text: str) -> bool:
-    return _parts_allowing_empty_ends(text.split("\n\n")) == 2
+    return count_parts_allowing_empty_ends(text.split("\n\n")) == 2
 
 
 @instruction("first_word:first_word_sent", first_word="first_str")
@@ -212,12 +206,10 @@ instruction(
 def counting_composition(text: str, *, n_sent: int, n_words: int) -> bool:
     """3 paragraphs split by `***`, each of `n_sent` sentences of `n_words` NLTK tokens."""
     paragraphs = _DIVIDER.split(text)
-    count = len(paragraphs)
-    for index, paragraph in enumerate(paragraphs):
-        if not paragraph.strip():
-            if index not in (0, len(paragraphs) - 1):
-                return False
-            count -= 1
+    count = count_parts_allowing_empty_ends(paragraphs)
+    if count is None:
+        return False
+    for paragraph in paragraphs:
         sentences = measure.split_sentences_by_rules(paragraph)
         if len(sentences) != n_sent:
             return False

@@ -109,17 +109,21 @@ def number_words(text: str, *, num_words: int, relation: str) -> bool:
 _DIVIDER = re.compile(r"\s?\*\*\*\s?")
 
 
+def count_parts_allowing_empty_ends(parts: list[str]) -> int | None:
+    """How many non-empty parts; None when an empty part sits between two others (IFEval's paragraph rule)."""
+    count = len(parts)
+    for index, part in enumerate(parts):
+        if not part.strip():
+            if index not in (0, len(parts) - 1):
+                return None
+            count -= 1
+    return count
+
+
 @instruction("length_constraints:number_paragraphs", num_paragraphs="int")
 def number_paragraphs(text: str, *, num_paragraphs: int) -> bool:
     """Paragraphs separated by `***`; an empty one is allowed only at either end (and is not counted)."""
-    paragraphs = _DIVIDER.split(text)
-    count = len(paragraphs)
-    for index, paragraph in enumerate(paragraphs):
-        if not paragraph.strip():
-            if index not in (0, len(paragraphs) - 1):
-                return False
-            count -= 1
-    return count == num_paragraphs
+    return count_parts_allowing_empty_ends(_DIVIDER.split(text)) == num_paragraphs
 
 
 def _nth_within_count(values: dict[str, Any]) -> str | None:
