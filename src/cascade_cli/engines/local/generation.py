@@ -38,6 +38,7 @@ from typing import Any, Literal
 import torch
 
 from cascade_cli.chat import IM_END
+from cascade_cli.engines.local.fast_attention import PreallocatedKVCache, use_gqa_sdpa
 from cascade_cli.errors import CascadeUsageError
 
 BACKENDS = ("auto", "vllm", "hf")
@@ -182,6 +183,7 @@ class Generator:
             model.eval()
         if tokenizer is None:
             tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
+        use_gqa_sdpa(model)
         self.model = model
         self.tokenizer = tokenizer
         self.rng = torch.Generator(device=self.device)
@@ -302,8 +304,6 @@ class Generator:
         Each prompt is prefilled once and its KV cache repeated `n` times; rows that have finished are
         dropped from the batch (cache included) once a quarter of the live rows are done.
         """
-        from transformers import DynamicCache
-
         tokenizer, model, device = self.tokenizer, self.model, self.device
         stop_ids, stop_strings = _stop_token_ids(tokenizer, stop)
         encoded = [tokenizer.encode(p, add_special_tokens=False) for p in prompts]
@@ -319,7 +319,7 @@ class Generator:
 
         was_training = model.training
         model.eval()
-        cache = DynamicCache()
+        cache = PreallocatedKVCache(width + max_new_tokens)
         out = model(
             input_ids=input_ids,
             attention_mask=prompt_mask,
