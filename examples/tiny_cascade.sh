@@ -14,22 +14,24 @@ set -euo pipefail
 
 RUN_DIR=${RUN_DIR:-runs/tiny_by_hand}    # run_dir=
 SEED=${SEED:-0}                           # seed=
-N_SFT=${N_SFT:-2000}                      # stages.data_sft.n=
+N_SFT=${N_SFT:-4000}                      # stages.data_sft.n=
 N_PREF=${N_PREF:-1000}                    # stages.data_pref.n=
 PREF_HOLDOUT=${PREF_HOLDOUT:-200}         # stages.data_pref.holdout=
 N_CHAT=${N_CHAT:-200}                     # stages.data_chat.n=
 CHAT_HOLDOUT=${CHAT_HOLDOUT:-32}          # stages.data_chat.holdout=
 N_RL=${N_RL:-400}                         # stages.data_{if,math,code}.n=
 HOLDOUT=${HOLDOUT:-64}                    # stages.data_{if,math,code}.holdout=
-SFT_STEPS=${SFT_STEPS:-300}               # stages.sft.max_steps=
+SFT_STEPS=${SFT_STEPS:-600}               # stages.sft.max_steps=
 SFT_BATCH=${SFT_BATCH:-16}                # stages.sft.batch_size=
 SFT_EVAL_LIMIT=${SFT_EVAL_LIMIT:-64}      # stages.sft.eval_limit=
 SFT_ARGS=${SFT_ARGS:-}                    # stages.sft.KEY=VALUE ...
 RM_ARGS=${RM_ARGS:-}                      # stages.rm.KEY=VALUE ...
 RLHF_STEPS=${RLHF_STEPS:-8}               # stages.rlhf.steps=
-RL_STEPS=${RL_STEPS:-15}                  # stages.{if_rl,math_rl,code_rl}.steps=
+IF_RL_STEPS=${IF_RL_STEPS:-20}            # stages.if_rl.steps=
+RL_STEPS=${RL_STEPS:-15}                  # stages.{math_rl,code_rl}.steps=
 PROMPTS=${PROMPTS:-8}                     # stages.*.prompts_per_step=
-RESPONSE_LEN=${RESPONSE_LEN:-96}          # stages.{if_rl,code_rl}.max_response_len=
+IF_RESPONSE_LEN=${IF_RESPONSE_LEN:-128}   # stages.if_rl.max_response_len=
+RESPONSE_LEN=${RESPONSE_LEN:-96}          # stages.code_rl.max_response_len=
 RLHF_RESPONSE_LEN=${RLHF_RESPONSE_LEN:-64} # stages.rlhf.max_response_len=
 # Math RL's response-length schedule (the paper's 24K -> 32K -> 40K, shrunk): stages.math_rl.phases=
 MATH_PHASES=${MATH_PHASES:-"[{steps: 8, max_response_len: 96, temperature: 1.0, overlong_filter: true}, {steps: 7, max_response_len: 128, temperature: 0.8, overlong_filter: false}]"}
@@ -73,7 +75,7 @@ done
 # 2. SFT from `tiny` (assistant-only loss); the held-out math prompts measure it before and after.
 # shellcheck disable=SC2086  # the *_ARGS variables are lists of key=value words
 cascade sft --init tiny --data "$RUN_DIR/data_sft" --out "$RUN_DIR/sft" name=sft seed="$SEED" \
-  max_steps="$SFT_STEPS" batch_size="$SFT_BATCH" lr=1e-3 bf16=false \
+  max_steps="$SFT_STEPS" batch_size="$SFT_BATCH" lr=3e-3 min_lr=3e-4 bf16=false \
   eval_prompts="$RUN_DIR/data_math/heldout.jsonl" eval_limit="$SFT_EVAL_LIMIT" $SFT_ARGS
 evaluate "$RUN_DIR/sft" sft
 stop_after sft
@@ -93,8 +95,8 @@ stop_after rlhf
 # 4. RLVR, one domain after another, each from the previous stage's checkpoint, the verifier as the reward.
 # shellcheck disable=SC2086
 cascade rlvr --domain if --init "$RUN_DIR/rlhf" --data "$RUN_DIR/data_if" --out "$RUN_DIR/if_rl" \
-  name=if_rl seed="$SEED" eval_data="$RUN_DIR/data_if/heldout.jsonl" steps="$RL_STEPS" \
-  prompts_per_step="$PROMPTS" group_size=8 max_response_len="$RESPONSE_LEN" lr=1e-4 dynamic_filter=true $RL_ARGS
+  name=if_rl seed="$SEED" eval_data="$RUN_DIR/data_if/heldout.jsonl" steps="$IF_RL_STEPS" \
+  prompts_per_step="$PROMPTS" group_size=8 max_response_len="$IF_RESPONSE_LEN" lr=5e-4 dynamic_filter=true $RL_ARGS
 evaluate "$RUN_DIR/if_rl" if_rl
 stop_after if_rl
 

@@ -96,3 +96,15 @@ def test_models_not_on_sdpa_keep_their_attention(model_dir):
     model = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="eager")
     assert not use_gqa_sdpa(model)
     assert model.config._attn_implementation == "eager"
+
+
+def test_only_cpu_models_switch(model_dir):
+    model = AutoModelForCausalLM.from_pretrained(model_dir).to("meta")  # stands in for any non-CPU device
+    assert not use_gqa_sdpa(model)
+    assert model.config._attn_implementation == "sdpa"
+
+
+def test_saved_checkpoints_do_not_name_the_custom_attention(model_dir, tmp_path):
+    model = load(model_dir, fast=True)
+    model.save_pretrained(tmp_path)
+    assert GQA_SDPA not in (tmp_path / "config.json").read_text()  # vLLM / OpenRLHF load it as usual

@@ -257,9 +257,10 @@ def code_task(rng: random.Random) -> Task:
             "entry_point": name,
         },
         answer=code_block(name, template.args, body),
-        thinking=f"{name} {phrase}, so it returns {body}.",
+        # Short on purpose: the tiny model's responses stay within ~70 tokens.
+        thinking=f"{name} returns {body}.",
         wrong_answer=code_block(name, template.args, wrong_body) if wrong_body else None,
-        wrong_thinking=f"{name} {phrase}, so it returns {wrong_body}." if wrong_body else None,
+        wrong_thinking=f"{name} returns {wrong_body}." if wrong_body else None,
     )
 
 

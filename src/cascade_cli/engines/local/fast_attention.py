@@ -60,9 +60,15 @@ AttentionMaskInterface.register(GQA_SDPA, sdpa_mask)
 
 
 def use_gqa_sdpa(model: Any) -> bool:
-    """Switch a transformers model to `gqa_sdpa` when it runs on stock `sdpa`; True when it did."""
+    """Switch a CPU transformers model from stock `sdpa` to `gqa_sdpa`; True when it did.
+
+    CPU only: on CUDA a mask plus `enable_gqa` sends SDPA to its slow math kernel, which is why transformers
+    repeats the KV heads there (and why we leave GPU models alone)."""
     config = getattr(model, "config", None)
     if getattr(config, "_attn_implementation", None) != "sdpa":
+        return False
+    parameter = next(model.parameters(), None)
+    if parameter is None or parameter.device.type != "cpu":
         return False
     try:
         model.set_attn_implementation(GQA_SDPA)

@@ -100,13 +100,17 @@ def load_model(
     float32 (train in fp32 and autocast to bf16); pass `dtype="auto"` to keep the checkpoint's dtype."""
     from transformers import AutoModelForCausalLM
 
+    from cascade_cli.engines.local.fast_attention import use_gqa_sdpa
+
     quiet_transformers()
     path = resolve_model(str(init), cache_dir)
     try:
         model = AutoModelForCausalLM.from_pretrained(str(path), dtype=_torch_dtype(dtype))
     except OSError as error:
         raise CascadeUsageError(f"model {init}: cannot load ({error})") from None
-    return model.to(pick_device(device))
+    model = model.to(pick_device(device))
+    use_gqa_sdpa(model)
+    return model
 
 
 def load_tokenizer(init: str | Path, cache_dir: str | Path | None = None):

@@ -31,6 +31,7 @@ from cascade_cli.checkpoint import MetricsLog, fingerprint_path, require_model_d
 from cascade_cli.config.rm import RewardModelConfig
 from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console, print_warning
+from cascade_cli.engines.local.fast_attention import use_gqa_sdpa
 from cascade_cli.engines.local.model_io import (
     autocast,
     configure_threads,
@@ -182,7 +183,9 @@ def load_reward_model(init: str | Path, device: str | None = None, dtype: torch.
         raise CascadeUsageError(f"{init}: expected a model with a one-output linear head named {SCORE_HEAD!r}")
     model.config.pad_token_id = tokenizer.pad_token_id
     model.config.value_head_prefix = SCORE_HEAD  # OpenRLHF reads this key first
-    return model.to(pick_device(device)), tokenizer
+    model = model.to(pick_device(device))
+    use_gqa_sdpa(model)
+    return model, tokenizer
 
 
 def encode(tokenizer, texts: list[str], max_len: int) -> list[list[int]]:

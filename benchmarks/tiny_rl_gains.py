@@ -1,0 +1,89 @@
+"""What each RLVR stage of the tiny cascade buys, over several seeds.
+
+Runs `cascade recipe run recipes/tiny.yaml seed=S` once per seed (data, SFT, RM, RLHF and every RL stage all
+reseeded), then reads each `rlvr` stage's manifest: greedy held-out accuracy of its input checkpoint
+(`heldout_accuracy_before`) and of its result (`heldout_accuracy_after`) on its domain's held-out prompts.
+Prints one row per stage and seed, then the mean gain per stage over the seeds.
+
+    python benchmarks/tiny_rl_gains.py [--seeds 0 1 2] [--parallel 2] [--out runs/rl_gains] [override ...]
+
+Overrides are recipe dotlist overrides (e.g. `eval.after_each_stage=false` to skip the benchmark evals).
+With --parallel N, N seeds run at once, each with 2/N torch threads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+RL_STAGES = ("if_rl", "math_rl", "code_rl")
+
+
+def run_seed(seed: int, out: Path, overrides: list[str], threads: int) -> subprocess.Popen:
+    run_dir = out / f"seed{seed}"
+    env = {**os.environ, "CASCADE_THREADS": str(threads), "OMP_NUM_THREADS": str(threads)}
+    argv = [sys.executable, "-m", "cascade_cli", "recipe", "run", "recipes/tiny.yaml"]
+    argv += [f"seed={seed}", f"run_dir={run_dir}", *overrides]
+    log = open(out / f"seed{seed}.log", "w")  # noqa: SIM115 (closed with the process)
+    return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+
+def stage_gains(run_dir: Path) -> dict[str, tuple[float, float]]:
+    gains = {}
+    for stage in RL_STAGES:
+        manifest = json.loads((run_dir / stage / "cascade_stage.json").read_text())
+        metrics = manifest["metrics"]
+        gains[stage] = (metrics["heldout_accuracy_before"], metrics["heldout_accuracy_after"])
+    return gains
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--parallel", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=Path("runs/rl_gains"))
+    parser.add_argument("overrides", nargs="*")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    threads = max(1, (os.cpu_count() or 2) // args.parallel)
+
+    began = time.perf_counter()
+    pending = list(args.seeds)
+    running: dict[int, subprocess.Popen] = {}
+    while pending or running:
+        while pending and len(running) < args.parallel:
+            seed = pending.pop(0)
+            running[seed] = run_seed(seed, args.out, args.overrides, threads)
+        for seed, proc in list(running.items()):
+            if proc.poll() is not None:
+                del running[seed]
+                if proc.returncode != 0:
+                    sys.exit(f"seed {seed} failed (exit {proc.returncode}); see {args.out}/seed{seed}.log")
+        time.sleep(2)
+
+    print(f"{'stage':8s} {'seed':>4s} {'before':>7s} {'after':>7s} {'gain':>7s}")
+    per_stage: dict[str, list[float]] = {stage: [] for stage in RL_STAGES}
+    for seed in args.seeds:
+        for stage, (before, after) in stage_gains(args.out / f"seed{seed}").items():
+            per_stage[stage].append(after - before)
+            print(f"{stage:8s} {seed:4d} {before:7.3f} {after:7.3f} {after - before:+7.3f}")
+    print()
+    for stage, gains in per_stage.items():
+        spread = statistics.stdev(gains) if len(gains) > 1 else 0.0
+        print(
+            f"{stage:8s} mean gain {statistics.mean(gains):+.3f} (sd {spread:.3f}, min {min(gains):+.3f}) "
+            f"over {len(gains)} seeds"
+        )
+    print(f"wall {time.perf_counter() - began:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""GRPO learns (issue 6): IF-RL raises the held-out IF accuracy of an SFT'd tiny model, fixed seed, one thread.
+
+The whole path a user runs: `prepare-data` (tiny SFT mix and tiny IF prompts), `cascade sft` from the random
+tiny model, then `cascade rlvr --domain if` with its greedy held-out accuracy before and after (the IFEval
+verifier as the reward). About 4 minutes on one core. `benchmarks/tiny_rl_gains.py` measures every RL stage
+of the tiny recipe over several seeds.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+IF_SFT_MIX = ["mix.if=0.7", "mix.general=0.3", "mix.math=0", "mix.code=0"]
+
+
+@pytest.fixture(autouse=True)
+def one_thread(monkeypatch):
+    """Deterministic numerics (the same thread count everywhere) and no contention with other tests."""
+    monkeypatch.setenv("CASCADE_THREADS", "1")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_if_rl_raises_heldout_accuracy_of_the_sft_model(cli, tmp_path: Path):
+    def run(*argv: str) -> None:
+        result = cli(list(argv))
+        assert result.exit_code == 0, result.output
+
+    run("prepare-data", "--source", "tiny:sft", "--out", str(tmp_path / "sft_data"), "n=3000", *IF_SFT_MIX)
+    run("prepare-data", "--source", "tiny:if", "--out", str(tmp_path / "if"), "n=400", "holdout=64")
+    run(
+        "sft", "--init", "tiny", "--data", str(tmp_path / "sft_data"), "--out", str(tmp_path / "sft"),
+        "lr=3e-3", "min_lr=3e-4", "max_steps=400", "batch_size=16", "bf16=false", "threads=1",
+    )  # fmt: skip
+    run(
+        "rlvr", "--domain", "if", "--init", str(tmp_path / "sft"), "--data", str(tmp_path / "if"),
+        "--out", str(tmp_path / "if_rl"), "--eval-data", str(tmp_path / "if" / "heldout.jsonl"),
+        "steps=15", "prompts_per_step=8", "group_size=8", "max_response_len=128", "lr=5e-4",
+        "dynamic_filter=true", "seed=0",
+    )  # fmt: skip
+
+    metrics = json.loads((tmp_path / "if_rl" / "cascade_stage.json").read_text())["metrics"]
+    before, after = metrics["heldout_accuracy_before"], metrics["heldout_accuracy_after"]
+    assert metrics["heldout_n"] == 64
+    assert before > 0.05, "the SFT model should already follow some instructions (RL needs some successes)"
+    # Measured at this seed: 0.219 -> 0.266 (3 more prompts of 64 followed exactly).
+    assert after - before >= 2 / 64, f"IF-RL did not raise held-out accuracy: {before:.3f} -> {after:.3f}"
