@@ -8,6 +8,7 @@ of the tiny recipe over several seeds.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -27,11 +28,19 @@ def one_thread(monkeypatch):
     torch.set_num_threads(before)
 
 
-def test_if_rl_raises_heldout_accuracy_of_the_sft_model(cli, tmp_path: Path):
-    def run(*argv: str) -> None:
-        result = cli(list(argv))
-        assert result.exit_code == 0, result.output
+def run_ok(cli, *argv: str) -> None:
+    result = cli(list(argv))
+    assert result.exit_code == 0, result.output
 
+
+def heldout_metrics(stage_dir: Path) -> tuple[dict, float, float]:
+    """(metrics, accuracy before, accuracy after) from an rlvr stage's manifest."""
+    metrics = json.loads((stage_dir / "cascade_stage.json").read_text())["metrics"]
+    return metrics, metrics["heldout_accuracy_before"], metrics["heldout_accuracy_after"]
+
+
+def test_if_rl_raises_heldout_accuracy_of_the_sft_model(cli, tmp_path: Path):
+    run = functools.partial(run_ok, cli)
     run("prepare-data", "--source", "tiny:sft", "--out", str(tmp_path / "sft_data"), "n=3000", *IF_SFT_MIX)
     run("prepare-data", "--source", "tiny:if", "--out", str(tmp_path / "if"), "n=400", "holdout=64")
     run(
@@ -45,8 +54,7 @@ def test_if_rl_raises_heldout_accuracy_of_the_sft_model(cli, tmp_path: Path):
         "dynamic_filter=true", "seed=0",
     )  # fmt: skip
 
-    metrics = json.loads((tmp_path / "if_rl" / "cascade_stage.json").read_text())["metrics"]
-    before, after = metrics["heldout_accuracy_before"], metrics["heldout_accuracy_after"]
+    metrics, before, after = heldout_metrics(tmp_path / "if_rl")
     assert metrics["heldout_n"] == 64
     assert before > 0.05, "the SFT model should already follow some instructions (RL needs some successes)"
     # Measured at this seed: 0.219 -> 0.266 (3 more prompts of 64 followed exactly).
@@ -59,11 +67,7 @@ def test_math_rl_raises_heldout_accuracy_of_a_math_sft_model(cli, tmp_path: Path
     bring held-out greedy math to ~0.4, and 20 GRPO steps lift it (measured 0.406 -> 0.609; RL seeds 1 and 2:
     0.625, 0.609). The tiny recipe's shorter, mixed SFT leaves math at 0-5%, where RL finds nothing to
     reinforce (see the README's tiny RL gains table)."""
-
-    def run(*argv: str) -> None:
-        result = cli(list(argv))
-        assert result.exit_code == 0, result.output
-
+    run = functools.partial(run_ok, cli)
     math_only = ["mix.math=1.0", "mix.code=0", "mix.if=0", "mix.general=0"]
     run("prepare-data", "--source", "tiny:sft", "--out", str(tmp_path / "sft_data"), "n=6000", *math_only)
     run("prepare-data", "--source", "tiny:math", "--out", str(tmp_path / "math"), "n=400", "holdout=64")
@@ -79,7 +83,6 @@ def test_math_rl_raises_heldout_accuracy_of_a_math_sft_model(cli, tmp_path: Path
         "dynamic_filter=true", "seed=0",
     )  # fmt: skip
 
-    metrics = json.loads((tmp_path / "math_rl" / "cascade_stage.json").read_text())["metrics"]
-    before, after = metrics["heldout_accuracy_before"], metrics["heldout_accuracy_after"]
+    _, before, after = heldout_metrics(tmp_path / "math_rl")
     assert before > 0.2, f"the math SFT base should be sometimes right; found {before:.3f}"
     assert after - before >= 0.1, f"math RL did not raise held-out accuracy: {before:.3f} -> {after:.3f}"
