@@ -144,6 +144,7 @@ def test_update_weights_and_shared_module(model_dir, other_model_dir):
 VLLM_SCRIPT = textwrap.dedent(
     """
     import json, sys
+    import torch
     from transformers import AutoModelForCausalLM
     from cascade_cli.engines.local.generation import Generator
 
@@ -154,11 +155,27 @@ VLLM_SCRIPT = textwrap.dedent(
         gen.update_weights(AutoModelForCausalLM.from_pretrained(other_dir).state_dict())
         after = gen.generate(prompts, max_new_tokens=12, temperature=0.0)
         sampled = gen.generate(prompts, n=4, max_new_tokens=12, temperature=1.0, top_p=0.9, top_k=20)
+
+        def sample():
+            return [[c.token_ids for c in g] for g in gen.generate(prompts, n=4, max_new_tokens=12)]
+
+        state = gen.rng_state()
+        torch.manual_seed(123)
+        caller_rng = torch.get_rng_state()
+        first = sample()
+        caller_untouched = torch.equal(torch.get_rng_state(), caller_rng)
+        torch.manual_seed(456)  # the caller's RNG does not steer the engine's sampling
+        gen.set_rng_state(state)
+        replay = sample()
+        onward = sample()
         gen.close()
         print(json.dumps({
             "before": [g[0].token_ids for g in before],
             "after": [g[0].token_ids for g in after],
             "sampled": [[c.finish_reason for c in g] for g in sampled],
+            "replay_equal": replay == first,
+            "onward_differs": onward != first,
+            "caller_untouched": caller_untouched,
         }))
     """
 )
@@ -167,7 +184,9 @@ VLLM_SCRIPT = textwrap.dedent(
 @pytest.mark.slow
 @pytest.mark.vllm
 @pytest.mark.skipif(not vllm_available(), reason="vllm not installed")
-def test_vllm_backend_matches_hf_greedy_and_reloads_weights_in_place(model_dir, other_model_dir, tmp_path):
+def test_vllm_backend_matches_hf_greedy_reloads_weights_and_replays_its_rng(
+    model_dir, other_model_dir, tmp_path
+):
     import json
 
     script = tmp_path / "run_vllm.py"
@@ -196,3 +215,5 @@ def test_vllm_backend_matches_hf_greedy_and_reloads_weights_in_place(model_dir, 
     assert got["before"] == [g[0].token_ids for g in hf_before]
     assert got["after"] == [g[0].token_ids for g in hf_after]
     assert all(len(group) == 4 for group in got["sampled"])
+    # The engine samples from the generator's own RNG state: restoring it replays the same samples.
+    assert got["replay_equal"] and got["onward_differs"] and got["caller_untouched"]
