@@ -17,17 +17,7 @@ from cascade_cli.engines.local.rl_data import PromptSampler, prompt_mode
 from cascade_cli.jsonl import write_jsonl
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_grpo_support import build_model_dir, toy_rows  # noqa: E402
-
-TIME_KEYS = {
-    "tokens_per_s",
-    "time_generate",
-    "time_verify",
-    "time_verify_wait",
-    "time_train",
-    "time_sync",
-    "time_step",
-}
+from test_grpo_support import TIME_KEYS, build_model_dir, toy_rows  # noqa: E402
 
 
 @pytest.fixture(autouse=True, scope="module")

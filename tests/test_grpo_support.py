@@ -17,6 +17,10 @@ from cascade_cli.tiny import build_tiny
 from cascade_cli.verifiers.base import RecordError, Score, Verifier, parse_label, require_response
 
 TOY_DOMAIN = "math"  # the toy verifier stands in for a registered domain inside one test process
+# Per-step metrics that measure time, not learning: left out when two runs are compared.
+TIME_KEYS = frozenset(
+    {"tokens_per_s", "time_generate", "time_verify", "time_verify_wait", "time_train", "time_sync", "time_step"}
+)
 
 
 def build_model_dir(path: Path, seed: int = 0) -> Path:

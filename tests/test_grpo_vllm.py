@@ -14,6 +14,9 @@ import pytest
 from cascade_cli.checkpoint import read_metrics
 from cascade_cli.engines.local.generation import vllm_available
 
+sys.path.insert(0, str(Path(__file__).parent))
+from test_grpo_support import TIME_KEYS  # noqa: E402
+
 # argv: tests dir, work dir, out name, steps, save_every, crash_at_verify_call (0: never)
 SCRIPT = textwrap.dedent(
     """
@@ -50,15 +53,6 @@ SCRIPT = textwrap.dedent(
         print("SUMMARY " + json.dumps(run_rlvr(config)))
     """
 )
-TIME_KEYS = {
-    "tokens_per_s",
-    "time_generate",
-    "time_verify",
-    "time_verify_wait",
-    "time_train",
-    "time_sync",
-    "time_step",
-}
 
 
 @pytest.mark.slow
