@@ -14,27 +14,28 @@ set -euo pipefail
 
 RUN_DIR=${RUN_DIR:-runs/tiny_by_hand}    # run_dir=
 SEED=${SEED:-0}                           # seed=
-N_SFT=${N_SFT:-4000}                      # stages.data_sft.n=
+N_SFT=${N_SFT:-38400}                     # stages.data_sft.n=
+SFT_MIX=${SFT_MIX:-"mix.math=0.55 mix.code=0.3 mix.if=0.075 mix.general=0.075"} # stages.data_sft.mix=
 N_PREF=${N_PREF:-1000}                    # stages.data_pref.n=
 PREF_HOLDOUT=${PREF_HOLDOUT:-200}         # stages.data_pref.holdout=
 N_CHAT=${N_CHAT:-200}                     # stages.data_chat.n=
 CHAT_HOLDOUT=${CHAT_HOLDOUT:-32}          # stages.data_chat.holdout=
 N_RL=${N_RL:-400}                         # stages.data_{if,math,code}.n=
 HOLDOUT=${HOLDOUT:-64}                    # stages.data_{if,math,code}.holdout=
-SFT_STEPS=${SFT_STEPS:-600}               # stages.sft.max_steps=
+SFT_STEPS=${SFT_STEPS:-2400}              # stages.sft.max_steps=
 SFT_BATCH=${SFT_BATCH:-16}                # stages.sft.batch_size=
 SFT_EVAL_LIMIT=${SFT_EVAL_LIMIT:-64}      # stages.sft.eval_limit=
 SFT_ARGS=${SFT_ARGS:-}                    # stages.sft.KEY=VALUE ...
 RM_ARGS=${RM_ARGS:-}                      # stages.rm.KEY=VALUE ...
 RLHF_STEPS=${RLHF_STEPS:-8}               # stages.rlhf.steps=
 IF_RL_STEPS=${IF_RL_STEPS:-20}            # stages.if_rl.steps=
-RL_STEPS=${RL_STEPS:-15}                  # stages.{math_rl,code_rl}.steps=
+RL_STEPS=${RL_STEPS:-20}                  # stages.{math_rl,code_rl}.steps=
 PROMPTS=${PROMPTS:-8}                     # stages.*.prompts_per_step=
 IF_RESPONSE_LEN=${IF_RESPONSE_LEN:-128}   # stages.if_rl.max_response_len=
 RESPONSE_LEN=${RESPONSE_LEN:-96}          # stages.code_rl.max_response_len=
 RLHF_RESPONSE_LEN=${RLHF_RESPONSE_LEN:-64} # stages.rlhf.max_response_len=
 # Math RL's response-length schedule (the paper's 24K -> 32K -> 40K, shrunk): stages.math_rl.phases=
-MATH_PHASES=${MATH_PHASES:-"[{steps: 8, max_response_len: 96, temperature: 1.0, overlong_filter: true}, {steps: 7, max_response_len: 128, temperature: 0.8, overlong_filter: false}]"}
+MATH_PHASES=${MATH_PHASES:-"[{steps: 10, max_response_len: 96, temperature: 1.0, overlong_filter: true}, {steps: 10, max_response_len: 128, temperature: 1.0, overlong_filter: false}]"}
 RL_ARGS=${RL_ARGS:-}                      # stages.{rlhf,if_rl,math_rl,code_rl}.KEY=VALUE ...
 EVAL=${EVAL:-1}                           # eval.after_each_stage=
 EVAL_K=${EVAL_K:-4}                       # eval.k=
@@ -62,7 +63,8 @@ stop_after() { [ "$STOP_AFTER" != "$1" ] || finish; }
 evaluate tiny base
 
 # 1. Data: canonical rows (data.jsonl), held-out rows (heldout.jsonl) and a data card, one folder each.
-cascade prepare-data --source tiny:sft --out "$RUN_DIR/data_sft" name=data_sft seed="$SEED" n="$N_SFT"
+# shellcheck disable=SC2086 # SFT_MIX is a list of key=value words
+cascade prepare-data --source tiny:sft --out "$RUN_DIR/data_sft" name=data_sft seed="$SEED" n="$N_SFT" $SFT_MIX
 cascade prepare-data --source tiny:pref --out "$RUN_DIR/data_pref" name=data_pref seed="$SEED" n="$N_PREF" \
   holdout="$PREF_HOLDOUT" drop_math_code=true
 cascade prepare-data --source tiny:general --out "$RUN_DIR/data_chat" name=data_chat seed="$SEED" \
@@ -103,14 +105,16 @@ stop_after if_rl
 # shellcheck disable=SC2086
 cascade rlvr --domain math --init "$RUN_DIR/if_rl" --data "$RUN_DIR/data_math" --out "$RUN_DIR/math_rl" \
   name=math_rl seed="$SEED" eval_data="$RUN_DIR/data_math/heldout.jsonl" steps="$RL_STEPS" \
-  prompts_per_step="$PROMPTS" group_size=8 lr=1e-4 "phases=$MATH_PHASES" epoch_filter=true $RL_ARGS
+  prompts_per_step="$PROMPTS" group_size=8 lr=1e-4 "phases=$MATH_PHASES" dynamic_filter=true epoch_filter=true \
+  $RL_ARGS
 evaluate "$RUN_DIR/math_rl" math_rl
 stop_after math_rl
 
 # shellcheck disable=SC2086
 cascade rlvr --domain code --init "$RUN_DIR/math_rl" --data "$RUN_DIR/data_code" --out "$RUN_DIR/code_rl" \
   name=code_rl seed="$SEED" eval_data="$RUN_DIR/data_code/heldout.jsonl" steps="$RL_STEPS" \
-  prompts_per_step="$PROMPTS" group_size=8 max_response_len="$RESPONSE_LEN" lr=1e-4 $RL_ARGS
+  prompts_per_step="$PROMPTS" group_size=8 max_response_len="$RESPONSE_LEN" temperature=1.3 lr=2e-4 \
+  dynamic_filter=true $RL_ARGS
 evaluate "$RUN_DIR/code_rl" code_rl
 
 finish
