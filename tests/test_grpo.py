@@ -17,7 +17,7 @@ from cascade_cli.engines.local.rl_data import PromptSampler, prompt_mode
 from cascade_cli.jsonl import write_jsonl
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_grpo_support import TIME_KEYS, build_model_dir, toy_rows  # noqa: E402
+from test_grpo_support import build_model_dir, toy_rows, without_timings  # noqa: E402
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -361,10 +361,7 @@ def test_resume_after_a_crash_reproduces_the_uninterrupted_run(tmp_path, tiny_di
     monkeypatch.setattr(rl_rewards.VerifierReward, "score", real_score)
     run_rlvr(crashing)
 
-    def learning(metrics):
-        return [{k: v for k, v in m.items() if k not in TIME_KEYS} for m in metrics]
-
-    assert learning(read_metrics(crashing.out)) == learning(read_metrics(straight.out))
+    assert without_timings(read_metrics(crashing.out)) == without_timings(read_metrics(straight.out))
     from transformers import AutoModelForCausalLM
 
     a = AutoModelForCausalLM.from_pretrained(straight.out).state_dict()

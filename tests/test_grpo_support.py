@@ -23,6 +23,11 @@ TIME_KEYS = frozenset(
 )
 
 
+def without_timings(metrics: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per-step metrics lines without their timings: what must match between two runs of the same seed."""
+    return [{k: v for k, v in line.items() if k not in TIME_KEYS} for line in metrics]
+
+
 def build_model_dir(path: Path, seed: int = 0) -> Path:
     return build_tiny(f"tiny:{seed}", path)
 

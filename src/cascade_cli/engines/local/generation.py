@@ -13,8 +13,8 @@ Backends:
   weight updates are then free.
 - `vllm`: vLLM's offline `LLM` in this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`) so that weights can be
   reloaded in place after each step. On CPU the KV cache is kept small (`VLLM_CPU_KVCACHE_SPACE`, GiB).
-  Per-request seeds break the CPU engine, so the in-process engine samples from torch's global RNG; the
-  generator keeps that RNG's state as its own (swapped in around each `generate`, starting from `seed`),
+  Per-request seeds break the CPU engine, so the in-process engine samples from the global RNGs (torch,
+  python, numpy); the generator keeps their state as its own (swapped in around each `generate`, starting from `seed`),
   which makes vLLM rollouts independent of the trainer's RNG use and their state checkpointable too.
 
 `auto` rule (measured on CPU, issue 6): vLLM starts in ~27 s and on CPU is no faster than the hf loop
@@ -41,6 +41,8 @@ import torch
 
 from cascade_cli.chat import IM_END
 from cascade_cli.engines.local.fast_attention import PreallocatedKVCache, use_gqa_sdpa
+from cascade_cli.engines.local.train_state import rng_state as global_rng_state
+from cascade_cli.engines.local.train_state import set_rng_state as set_global_rng_state
 from cascade_cli.errors import CascadeUsageError
 
 BACKENDS = ("auto", "vllm", "hf")
@@ -121,19 +123,6 @@ def _sample(
         logits = logits.masked_fill(drop, float("-inf"))
     probs = logits.softmax(dim=-1)
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-
-
-def _global_rng_state(device: str) -> dict[str, Any]:
-    state: dict[str, Any] = {"cpu": torch.get_rng_state()}
-    if device.startswith("cuda"):
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def _set_global_rng_state(state: dict[str, Any]) -> None:
-    torch.set_rng_state(state["cpu"])
-    if "cuda" in state:
-        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 class Generator:
@@ -224,23 +213,23 @@ class Generator:
             kwargs["gpu_memory_utilization"] = 0.5
             kwargs["enable_sleep_mode"] = False
         kwargs.update(extra)
-        outer = _global_rng_state(self.device)
+        outer = global_rng_state()
         self._llm = LLM(**kwargs)
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
         torch.manual_seed(self.seed)  # vLLM seeds at start-up too; this makes the state ours, whatever it does
-        self._engine_rng = _global_rng_state(self.device)
-        _set_global_rng_state(outer)
+        self._engine_rng = global_rng_state()
+        set_global_rng_state(outer)
 
     @contextlib.contextmanager
     def _engine_rng_swapped_in(self) -> Iterator[None]:
         """Run the in-process vLLM engine on this generator's RNG state and give the caller's back after."""
-        outer = _global_rng_state(self.device)
-        _set_global_rng_state(self._engine_rng)
+        outer = global_rng_state()
+        set_global_rng_state(self._engine_rng)
         try:
             yield
         finally:
-            self._engine_rng = _global_rng_state(self.device)
-            _set_global_rng_state(outer)
+            self._engine_rng = global_rng_state()
+            set_global_rng_state(outer)
 
     # ---- public API -----------------------------------------------------------------------------------
 
