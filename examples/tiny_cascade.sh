@@ -21,7 +21,7 @@ PREF_HOLDOUT=${PREF_HOLDOUT:-200}         # stages.data_pref.holdout=
 N_CHAT=${N_CHAT:-200}                     # stages.data_chat.n=
 CHAT_HOLDOUT=${CHAT_HOLDOUT:-32}          # stages.data_chat.holdout=
 N_RL=${N_RL:-400}                         # stages.data_{if,math,code}.n=
-HOLDOUT=${HOLDOUT:-64}                    # stages.data_{if,math,code}.holdout=
+HOLDOUT=${HOLDOUT:-128}                   # stages.data_{if,math,code}.holdout=
 SFT_STEPS=${SFT_STEPS:-2400}              # stages.sft.max_steps=
 SFT_BATCH=${SFT_BATCH:-16}                # stages.sft.batch_size=
 SFT_EVAL_LIMIT=${SFT_EVAL_LIMIT:-64}      # stages.sft.eval_limit=

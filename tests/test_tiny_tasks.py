@@ -69,6 +69,27 @@ def test_pools_split_the_problem_space_by_key():
     assert tiny_tasks.pool_for("sft", "heldout") == tiny_tasks.pool_for("code", "heldout") == "heldout"
 
 
+def test_code_pools_split_each_template_so_every_pool_has_every_operation():
+    """Held-out code prompts use operations SFT taught (with other constants) and RL trains."""
+    for template in tiny_tasks._CODE_TEMPLATES:
+        pools = tiny_tasks._code_pools(template)
+        if len(pools) >= 3:
+            assert set(pools.values()) == {"sft", "rl", "heldout"}, template.name
+        else:
+            assert set(pools.values()) == {"sft"}, template.name
+    heldout = {r["prompt"].split(" that ")[1] for r in _rows("code", 150, seed=0, split="heldout")}
+    assert len(heldout) >= 30  # distinct problems, not one problem under several function names
+
+
+def test_stratified_pools_rank_by_hash_and_keep_the_shares():
+    keys = tuple(f"family:{k}" for k in range(1, 10))
+    pools = tiny_tasks.stratified_pools(keys, 0.25, 0.3)
+    counts = {pool: list(pools.values()).count(pool) for pool in ("sft", "rl", "heldout")}
+    assert counts == {"sft": 4, "rl": 3, "heldout": 2}
+    assert tiny_tasks.stratified_pools(tuple(reversed(keys)), 0.25, 0.3) == pools  # order-free
+    assert set(tiny_tasks.stratified_pools(("a", "b"), 0.25, 0.3).values()) == {"sft"}
+
+
 def test_rows_fit_a_512_char_printable_ascii_model():
     for domain in tiny_tasks.TINY_DOMAINS:
         for row in _rows(domain, 400, seed=2):

@@ -6,10 +6,11 @@ answers, small numbers, a few templates. Every RL row's label is checkable by it
 
 Disjointness by construction: every problem has a key (its operation and numbers, its function template,
 its topic and constraints) and a hash of that key puts the problem in exactly one pool: `sft` (the SFT mix),
-`rl` (the per-domain RL prompts) or `heldout` (evaluation). A `train` draw of `tiny:sft` reads only the sft
-pool, a `train` draw of any other domain only the rl pool, and every `heldout` draw only the heldout pool, so
-SFT prompts, RL prompts and held-out prompts never share a problem whatever the seeds (the paper keeps SFT and
-RL prompts strictly disjoint).
+`rl` (the per-domain RL prompts) or `heldout` (evaluation); code splits each function template's constants
+across the pools (`stratified_pools`), so a held-out code problem is a known operation with a new constant. A
+`train` draw of `tiny:sft` reads only the sft pool, a `train` draw of any other domain only the rl pool, and
+every `heldout` draw only the heldout pool, so SFT prompts, RL prompts and held-out prompts never share a
+problem whatever the seeds (the paper keeps SFT and RL prompts strictly disjoint).
 """
 
 from __future__ import annotations
@@ -36,14 +37,37 @@ PARALLEL_MODE_TASKS: tuple[str, ...] = ("if", "general")
 _POOL_SHARES = (("sft", 50), ("rl", 35), ("heldout", 15))
 
 
+def _key_hash(key: str) -> int:
+    return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16)
+
+
 def pool_of(key: str) -> str:
     """The one pool a problem key belongs to (stable across Python versions and machines)."""
-    bucket = int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % 100
+    bucket = _key_hash(key) % 100
     for pool, share in _POOL_SHARES:
         if bucket < share:
             return pool
         bucket -= share
     raise AssertionError("unreachable")
+
+
+@functools.lru_cache(maxsize=256)
+def stratified_pools(keys: tuple[str, ...], heldout_share: float, rl_share: float) -> dict[str, str]:
+    """Pools for the keys of one family of problems (a code template's constants), split within the family.
+
+    Hashing each key on its own can leave a small family with no SFT key at all (then its held-out problems
+    test an operation the model never saw) or with no RL key (then RL cannot improve it). Here the keys are
+    ranked by their hash and split by the shares, so a family of three or more keys has at least one key in
+    every pool; a smaller family goes to SFT only.
+    """
+    ranked = sorted(keys, key=_key_hash)
+    if len(ranked) < 3:
+        return dict.fromkeys(ranked, "sft")
+    n_heldout = max(1, round(len(ranked) * heldout_share))
+    n_rl = max(1, round(len(ranked) * rl_share))
+    pools = ["heldout"] * n_heldout + ["rl"] * n_rl
+    pools += ["sft"] * (len(ranked) - len(pools))
+    return dict(zip(ranked, pools, strict=True))
 
 
 def pool_for(domain: str, split: str) -> str:
@@ -65,6 +89,10 @@ class Task:
     wrong_answer: str | None = None
     wrong_thinking: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    pool: str = ""  # sft | rl | heldout; by default `pool_of(key)`
+
+    def __post_init__(self) -> None:
+        self.pool = self.pool or pool_of(self.key)
 
     def response(self, mode: str, correct: bool = True) -> str:
         answer = self.answer if correct or self.wrong_answer is None else self.wrong_answer
@@ -181,6 +209,16 @@ _CODE_TEMPLATES: tuple[_CodeTemplate, ...] = (
     _CodeTemplate("upper", "s", "returns the string s in upper case", "s.upper()", (0, 0)),
     _CodeTemplate("reverse", "s", "returns the string s reversed", "s[::-1]", (0, 0)),
 )
+# Shares of each template's constants: held-out gets two of eight or nine, so the held-out prompts are ~36
+# distinct problems, every one of an operation that SFT taught with other constants and RL trains.
+_CODE_HELDOUT_SHARE, _CODE_RL_SHARE = 0.25, 0.3
+
+
+def _code_pools(template: _CodeTemplate) -> dict[str, str]:
+    keys = tuple(f"code:{template.name}:{k}" for k in range(template.k_range[0], template.k_range[1] + 1))
+    return stratified_pools(keys, _CODE_HELDOUT_SHARE, _CODE_RL_SHARE)
+
+
 _FUNCTION_NAMES = ("f", "g", "h", "solve")
 _WORDS = ("cat", "dog", "sun", "tree", "bird", "hello", "code", "moon", "fish", "star")
 
@@ -247,9 +285,11 @@ def code_task(rng: random.Random) -> Task:
             wrong_body = candidate
             break
     phrase = template.phrase.format(k=k)
+    key = f"code:{template.name}:{k}"
     return Task(
         task="code",
-        key=f"code:{template.name}:{k}",
+        key=key,
+        pool=_code_pools(template)[key],
         prompt=f"Write a Python function {name}({template.args}) that {phrase}.",
         label={
             "kind": "assert",
@@ -666,7 +706,7 @@ def _draw(
     misses = 0
     for _ in range(2000):
         task = builder(rng)
-        if pool_of(task.key) != pool:
+        if task.pool != pool:
             continue
         if builder.__name__ in exhausted:
             return task
