@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -12,12 +13,23 @@ import torch
 from cascade_cli import verifiers
 from cascade_cli.checkpoint import read_manifest, read_metrics
 from cascade_cli.config.grpo import PhaseConfig, RLVRConfig
-from cascade_cli.engines.local.grpo import group_advantages, grpo_loss, response_logits, run_rlvr
+from cascade_cli.engines.local.grpo import (
+    GRPOTrainer,
+    group_advantages,
+    grpo_loss,
+    response_logits,
+    run_rlvr,
+)
 from cascade_cli.engines.local.rl_data import PromptSampler, prompt_mode
 from cascade_cli.jsonl import write_jsonl
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_grpo_support import build_model_dir, toy_rows, without_timings  # noqa: E402
+from test_grpo_support import (  # noqa: E402
+    LetterVerifier,
+    build_model_dir,
+    toy_rows,
+    without_timings,
+)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -274,6 +286,56 @@ def test_verifier_error_scores_zero_and_the_run_continues(tmp_path, tiny_dir, to
     assert summary["steps"] == 1
     assert read_metrics(config.out)[0]["verify_errors"] == 4  # one group of 4 rollouts
     assert "explodes#0" in capsys.readouterr().err.replace("\n", "")
+
+
+# The unpatched methods, wrapped by the timing test below (which patches twice).
+_GENERATE_GROUPS, _LETTER_VERIFY = GRPOTrainer._generate_groups, LetterVerifier.verify_one
+
+
+def _generation_and_verification_intervals(config: RLVRConfig, monkeypatch) -> tuple[list, list]:
+    """Run `config`, recording the wall-clock interval of every generation chunk and every verifier call."""
+    generating, verifying = [], []
+
+    def timed_generate(self, *args):
+        began = time.perf_counter()
+        try:
+            return _GENERATE_GROUPS(self, *args)
+        finally:
+            generating.append((began, time.perf_counter()))
+
+    def slow_verify(self, record):
+        began = time.perf_counter()
+        time.sleep(0.02)  # a code test's sandbox run, in miniature
+        try:
+            return _LETTER_VERIFY(self, record)
+        finally:
+            verifying.append((began, time.perf_counter()))
+
+    monkeypatch.setattr(GRPOTrainer, "_generate_groups", timed_generate)
+    monkeypatch.setattr(LetterVerifier, "verify_one", slow_verify)
+    run_rlvr(config)
+    return generating, verifying
+
+
+def _overlapping(a: list, b: list) -> bool:
+    return any(start_a < end_b and start_b < end_a for start_a, end_a in a for start_b, end_b in b)
+
+
+def test_chunked_rollouts_are_verified_while_the_next_chunk_generates(
+    tmp_path, tiny_dir, toy_verifier, monkeypatch
+):
+    """The paper's asynchronous reward: with `rollout.chunk_prompts`, a chunk's rollouts are scored on the
+    reward thread while the next chunk generates; without it, a step generates everything, then scores."""
+    chunked = toy_config(tmp_path / "chunked", tiny_dir, steps=1, max_response_len=16)
+    chunked.rollout.chunk_prompts = 1
+    generating, verifying = _generation_and_verification_intervals(chunked, monkeypatch)
+    assert len(generating) == 4 and len(verifying) == 16  # 4 chunks of one prompt x 4 rollouts
+    assert _overlapping(generating, verifying)
+    assert read_metrics(chunked.out)[0]["time_verify_wait"] < read_metrics(chunked.out)[0]["time_verify"]
+
+    whole = toy_config(tmp_path / "whole", tiny_dir, steps=1, max_response_len=16)
+    generating, verifying = _generation_and_verification_intervals(whole, monkeypatch)
+    assert len(generating) == 1 and not _overlapping(generating, verifying)
 
 
 def test_dynamic_filter_drops_uniform_groups_and_refills(tmp_path, tiny_dir, toy_verifier):
