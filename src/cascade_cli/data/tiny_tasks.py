@@ -214,8 +214,12 @@ _CODE_TEMPLATES: tuple[_CodeTemplate, ...] = (
 _CODE_HELDOUT_SHARE, _CODE_RL_SHARE = 0.25, 0.3
 
 
+def _code_key(template: _CodeTemplate, k: int) -> str:
+    return f"code:{template.name}:{k}"
+
+
 def _code_pools(template: _CodeTemplate) -> dict[str, str]:
-    keys = tuple(f"code:{template.name}:{k}" for k in range(template.k_range[0], template.k_range[1] + 1))
+    keys = tuple(_code_key(template, k) for k in range(template.k_range[0], template.k_range[1] + 1))
     return stratified_pools(keys, _CODE_HELDOUT_SHARE, _CODE_RL_SHARE)
 
 
@@ -285,7 +289,7 @@ def code_task(rng: random.Random) -> Task:
             wrong_body = candidate
             break
     phrase = template.phrase.format(k=k)
-    key = f"code:{template.name}:{k}"
+    key = _code_key(template, k)
     return Task(
         task="code",
         key=key,
