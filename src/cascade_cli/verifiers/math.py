@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 from cascade_cli.chat import answer_text, split_response
+from cascade_cli.records import last_boxed
 from cascade_cli.verifiers.base import RecordError, Score, Verifier, parse_label, require_response
 from cascade_cli.verifiers.deadline import DeadlineExceeded, run_with_deadline
 from cascade_cli.verifiers.math_numeric import numeric_verdict, strip_unit, structured_verdict
@@ -38,8 +39,6 @@ for _name in ("math_verify.parser", "math_verify.grader"):
 
 # ---- extraction -------------------------------------------------------------------------------------
 
-_MAX_BOX_CANDIDATES = 8
-_BOX_COMMAND = re.compile(r"\\(?:boxed|fbox)\s*")
 # Markdown emphasis may sit around the phrase: "**Final Answer:** 5", "**Answer**: 5".
 _ANSWER_PHRASE = re.compile(
     r"(?:final\s+answer[*_\s]*(?:is|:|=)|the\s+answer[*_\s]*(?:is|:|=)|\banswer[*_\s]*:|\bans\s*:)[*_\s]*",
@@ -50,41 +49,6 @@ _MATH_SPANS = re.compile(
     r"(?<!\\)\$\$((?:\\.|[^\\$])+?)\$\$|(?<!\\)\$((?:\\.|[^\\$])+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]",
     re.DOTALL,
 )
-
-
-def _balanced_group(text: str, open_at: int) -> str | None:
-    """The contents of the brace group starting at `text[open_at] == "{"`, or None when unbalanced."""
-    depth = 0
-    index = open_at
-    while index < len(text):
-        char = text[index]
-        if char == "\\":  # an escaped brace `\{` does not count
-            index += 2
-            continue
-        if char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-            if depth == 0:
-                return text[open_at + 1 : index]
-        index += 1
-    return None
-
-
-def last_boxed(text: str) -> str | None:
-    """The argument of the last complete `\\boxed{...}` or `\\fbox{...}`; `\\boxed 5` also counts."""
-    # Only the last few candidates: a flood of unclosed `\boxed{` would otherwise cost quadratic time.
-    for match in list(_BOX_COMMAND.finditer(text))[-_MAX_BOX_CANDIDATES:][::-1]:
-        start = match.end()
-        if start < len(text) and text[start] == "{":
-            content = _balanced_group(text, start)
-            if content is not None:
-                return content
-        elif start < len(text) and match.group(0).endswith(" "):
-            bare = re.match(r"[^\s$.,;]+", text[start:])
-            if bare:
-                return bare.group(0)
-    return None
 
 
 def _strip_math_delimiters(text: str) -> str:

@@ -1,0 +1,155 @@
+"""The data contracts of ARCHITECTURE.md in one place: canonical rows, rollout records, the one loader for
+"a file or a prepare-data folder", a prompt's text, and the math answer box.
+
+Canonical row (what `prepare-data` writes):
+    {"id", "domain": "sft|pref|if|math|code|swe|general", "messages" | "prompt", "label", "mode", "source"}
+Rollout record (what generation produces; what every verifier reads):
+    {"id", "prompt", "response", "label", "domain", "mode", "finish_reason": "stop|length"}
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from cascade_cli.errors import CascadeUsageError
+
+ROW_DOMAINS = ("sft", "pref", "if", "math", "code", "swe", "general")
+ROLLOUT_FIELDS = ("id", "prompt", "response", "label", "domain", "mode", "finish_reason")
+FINISH_REASONS = ("stop", "length")
+DATA_FILE, HELDOUT_FILE = "data.jsonl", "heldout.jsonl"
+ROW_SUFFIXES = (".jsonl", ".json", ".parquet")
+
+
+# ---- rollout records ----------------------------------------------------------------------------------
+
+
+def row_prompt(row: dict[str, Any]) -> str | list[dict[str, Any]]:
+    """A row's prompt: `prompt` (string or messages), else `messages` without the final assistant turn."""
+    if "prompt" in row:
+        return row["prompt"]
+    messages = list(row["messages"])
+    while messages and messages[-1].get("role") == "assistant":
+        messages.pop()
+    return messages
+
+
+def rollout_record(
+    row: dict[str, Any],
+    response: str,
+    *,
+    domain: str,
+    mode: str,
+    finish_reason: str,
+    record_id: Any = None,
+) -> dict[str, Any]:
+    """The rollout record of one response to a canonical row. `record_id` defaults to the row's id."""
+    return {
+        "id": row.get("id") if record_id is None else record_id,
+        "prompt": row.get("prompt", row.get("messages")),
+        "response": response,
+        "label": row.get("label"),
+        "domain": domain,
+        "mode": mode,
+        "finish_reason": finish_reason,
+    }
+
+
+def prompt_text(prompt: Any) -> str:
+    """The user-visible text of a prompt (a string or a list of chat messages)."""
+    if isinstance(prompt, str):
+        return prompt
+    return "\n".join(str(m.get("content", "")) for m in prompt or [] if isinstance(m, dict))
+
+
+# ---- "a file or a prepare-data folder" ----------------------------------------------------------------
+
+
+def resolve_rows_path(path: str | Path, names: tuple[str, ...] = (DATA_FILE, "data.parquet")) -> Path:
+    """A .jsonl/.json/.parquet file as given, or the first of `names` inside a prepare-data folder."""
+    path = Path(path)
+    if path.is_dir():
+        for name in names:
+            if (path / name).is_file():
+                return path / name
+        raise CascadeUsageError(
+            f"{path}: directory has no {' or '.join(names)} (expected the output of cascade prepare-data)"
+        )
+    if not path.exists():
+        raise CascadeUsageError(f"{path}: file not found")
+    if path.suffix not in ROW_SUFFIXES:
+        raise CascadeUsageError(
+            f"{path}: expected a .jsonl, .json or .parquet file, found '{path.suffix or 'no suffix'}'"
+        )
+    return path
+
+
+def load_rows(path: str | Path, names: tuple[str, ...] = (DATA_FILE, "data.parquet")) -> list[dict[str, Any]]:
+    """The rows of a .jsonl/.json/.parquet file or of a prepare-data folder, unvalidated, in order.
+
+    A malformed JSON line is a usage error naming the file and line.
+    """
+    file = resolve_rows_path(path, names)
+    if file.suffix == ".parquet":
+        try:
+            import pyarrow.parquet as pq
+
+            return pq.read_table(file).to_pylist()
+        except Exception as error:  # pyarrow raises several types for unreadable files
+            raise CascadeUsageError(
+                f"{file}: not a readable parquet file ({type(error).__name__}: {error})"
+            ) from None
+    if file.suffix == ".json":
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as error:
+            raise CascadeUsageError(f"{file}: malformed JSON ({error.msg} at line {error.lineno})") from None
+        if not isinstance(data, list):
+            raise CascadeUsageError(f"{file}: expected a JSON list of rows, found {type(data).__name__}")
+        return data
+    from cascade_cli.jsonl import read_jsonl
+
+    return list(read_jsonl(file))
+
+
+# ---- the math answer box -------------------------------------------------------------------------------
+
+_MAX_BOX_CANDIDATES = 8
+_BOX_COMMAND = re.compile(r"\\(?:boxed|fbox)\s*")
+
+
+def balanced_group(text: str, open_at: int) -> str | None:
+    """The contents of the brace group starting at `text[open_at] == "{"`, or None when unbalanced."""
+    depth = 0
+    index = open_at
+    while index < len(text):
+        char = text[index]
+        if char == "\\":  # an escaped brace `\{` does not count
+            index += 2
+            continue
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                return text[open_at + 1 : index]
+        index += 1
+    return None
+
+
+def last_boxed(text: str) -> str | None:
+    """The argument of the last complete `\\boxed{...}` or `\\fbox{...}`; `\\boxed 5` also counts."""
+    # Only the last few candidates: a flood of unclosed `\boxed{` would otherwise cost quadratic time.
+    for match in list(_BOX_COMMAND.finditer(text))[-_MAX_BOX_CANDIDATES:][::-1]:
+        start = match.end()
+        if start < len(text) and text[start] == "{":
+            content = balanced_group(text, start)
+            if content is not None:
+                return content
+        elif start < len(text) and match.group(0).endswith(" "):
+            bare = re.match(r"[^\s$.,;]+", text[start:])
+            if bare:
+                return bare.group(0)
+    return None
