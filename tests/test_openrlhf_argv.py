@@ -8,80 +8,28 @@ import json
 import subprocess
 import sys
 import textwrap
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import pytest
-from omegaconf import MISSING
 
 from cascade_cli.chat import CHAT_TEMPLATE
-from cascade_cli.config.common import ClusterConfig, StageConfig
+from cascade_cli.config.common import ClusterConfig
+from cascade_cli.config.grpo import PhaseConfig, RLVRConfig
+from cascade_cli.config.rlhf import RLHFConfig
+from cascade_cli.config.rm import RewardModelConfig
 from cascade_cli.config.sft import SFTConfig
 from cascade_cli.engines.openrlhf import flagset
-from cascade_cli.engines.openrlhf.argv import stage_jobs
+from cascade_cli.engines.openrlhf.jobs import build_jobs
 from cascade_cli.engines.openrlhf.validate import validate_args
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
 
 pytest.importorskip("openrlhf", reason="the real OpenRLHF source: pip install --no-deps openrlhf==0.11.2")
 
 
-@dataclass
-class Phase:
-    steps: int = MISSING
-    max_response_len: Optional[int] = None  # noqa: UP045 (OmegaConf reads Optional, not X | None)
-    temperature: Optional[float] = None  # noqa: UP045
-    overlong_filter: Optional[bool] = None  # noqa: UP045
-
-
-@dataclass
-class RLStage(StageConfig):
-    """The GRPO stage fields the builder reads, under the names of config/grpo.py's GRPOConfig / RLVRConfig
-    (and the RLHF config's `reward_model`). Tests run on the real classes too once they are on this branch;
-    until then this stands in for them (it is no model of their behaviour, only of their field names)."""
-
-    kind: str = "rlvr"
-    data: str = "data.jsonl"
-    domain: str = "math"
-    mode: Optional[str] = None  # noqa: UP045
-    reward_model: Optional[str] = None  # noqa: UP045
-    steps: int = 40
-    phases: list[Phase] = field(default_factory=list)
-    prompts_per_step: int = 128
-    group_size: int = 8
-    max_prompt_len: int = 2048
-    max_response_len: int = 8192
-    temperature: float = 1.0
-    top_p: float = 0.95
-    top_k: int = -1
-    overlong_filter: bool = False
-    truncated_reward: Optional[float] = 0.0  # noqa: UP045
-    dynamic_filter: bool = False
-    epoch_filter: bool = False
-    lr: float = 2e-6
-    weight_decay: float = 0.0
-    beta1: float = 0.9
-    beta2: float = 0.95
-    max_grad_norm: float = 1.0
-    kl_coef: float = 0.0
-    entropy_coef: float = 0.0
-    loss_aggregation: str = "token"  # RLHFConfig's stabiliser knob
-    reward_shaping: str = "none"
-    save_every: int = 0
-    tensorboard: bool = False
-
-
-@dataclass
-class RMStage(StageConfig):
-    """Stand-in for the reward-model stage config (not on main yet): the fields the builder reads."""
-
-    kind: str = "reward_model"
-    data: str = MISSING
-    max_seq_len: int = 2048
-    batch_size: int = 128
-    epochs: float = 1.0
-    lr: float = 2e-6
-    save_every: int = 0
+def rm_stage(tmp_path: Path, **values: Any) -> RewardModelConfig:
+    base = {"engine": "openrlhf", "init": "Qwen/Qwen2.5-72B-Instruct", "out": str(tmp_path / "rm"), "data": "p.jsonl"}
+    return RewardModelConfig(**{**base, **values})
 
 
 def cluster(**values: Any) -> ClusterConfig:
@@ -94,15 +42,23 @@ def cluster(**values: Any) -> ClusterConfig:
     return ClusterConfig(**{**base, **values})
 
 
-def rl_stage(tmp_path: Path, **values: Any) -> RLStage:
+def rl_stage(tmp_path: Path, **values: Any) -> RLVRConfig | RLHFConfig:
+    """A math RLVR stage (an RLHF one with kind="rlhf") on a 2 x 8 GPU cluster with the reward service."""
     base = {
         "engine": "openrlhf",
         "init": "Qwen/Qwen3-8B-Base",
         "out": str(tmp_path / "math_rl"),
         "name": "math_rl",
+        "data": "data.jsonl",
+        "prompts_per_step": 128,
+        "max_prompt_len": 2048,
+        "max_response_len": 8192,
+        "lr": 2e-6,
         "cluster": cluster(),
     }
-    return RLStage(**{**base, **values})
+    if values.get("kind") == "rlhf":
+        return RLHFConfig(**{**base, "reward_model": "runs/x/rm", **values})
+    return RLVRConfig(**{**base, "domain": "math", **values})
 
 
 def parse(job) -> Any:
@@ -128,7 +84,7 @@ def test_sft_command_is_parsed_by_openrlhf(tmp_path):
         lr=5e-5,
         cluster=cluster(nodes=4),
     )
-    [job] = stage_jobs(config)
+    [job] = build_jobs(config)
     args = parse(job)
     assert job.entrypoint[:8] == [
         "deepspeed",
@@ -151,15 +107,7 @@ def test_sft_command_is_parsed_by_openrlhf(tmp_path):
 
 
 def test_reward_model_command_is_parsed_by_openrlhf(tmp_path):
-    config = RMStage(
-        engine="openrlhf",
-        init="Qwen/Qwen2.5-72B-Instruct",
-        out=str(tmp_path / "rm"),
-        data="p.jsonl",
-        batch_size=256,
-        max_seq_len=8192,
-    )
-    [job] = stage_jobs(config)
+    [job] = build_jobs(rm_stage(tmp_path, batch_size=256, max_seq_len=8192))
     args = parse(job)
     assert job.entrypoint[6] == "openrlhf.cli.train_rm"
     assert (args.data.prompt_key, args.data.chosen_key, args.data.rejected_key) == (
@@ -170,20 +118,8 @@ def test_reward_model_command_is_parsed_by_openrlhf(tmp_path):
     assert args.train.batch_size == 256 and args.data.max_len == 8192 and args.train.max_epochs == 1
 
 
-def rl_config_classes() -> list[type]:
-    classes: list[type] = [RLStage]
-    try:
-        from cascade_cli.config.grpo import RLVRConfig
-
-        classes.append(RLVRConfig)
-    except ImportError:
-        pass
-    return classes
-
-
-@pytest.mark.parametrize("config_class", rl_config_classes(), ids=lambda c: c.__name__)
-def test_rlvr_command_is_the_papers_grpo(tmp_path, config_class):
-    config = config_class(
+def test_rlvr_command_is_the_papers_grpo(tmp_path):
+    config = RLVRConfig(
         engine="openrlhf",
         init="runs/x/if_rl",
         out=str(tmp_path / "math_rl"),
@@ -199,7 +135,7 @@ def test_rlvr_command_is_the_papers_grpo(tmp_path, config_class):
         lr=2e-6,
         cluster=cluster(),
     )
-    [job] = stage_jobs(config)
+    [job] = build_jobs(config)
     args = parse(job)
     assert job.entrypoint[:3] == ["python3", "-m", "openrlhf.cli.train_ppo_ray"]
     assert job.argv[:4] == ["ray", "job", "submit", "--address"] and "--runtime-env-json" in job.argv
@@ -234,15 +170,15 @@ def test_dynamic_filtering_and_reward_func_file(tmp_path):
     config = rl_stage(
         tmp_path, domain="if", dynamic_filter=True, cluster=cluster(reward_urls=[str(reward_file)])
     )
-    [job] = stage_jobs(config)
+    [job] = build_jobs(config)
     args = parse(job)
     assert args.algo.dynamic_filtering_enable and tuple(args.algo.dynamic_filtering_range) == (0.0, 1.0)
     assert args.reward.remote_url == [str(reward_file)]
 
 
 def test_length_schedule_is_consecutive_jobs_chained_by_checkpoint(tmp_path):
-    schedule = [Phase(190, 24576, 1.0, True), Phase(240, 32768, 1.0, False), Phase(70, 40960, 0.8, False)]
-    jobs = stage_jobs(rl_stage(tmp_path, phases=schedule))
+    schedule = [PhaseConfig(190, 24576, 1.0, True), PhaseConfig(240, 32768, 1.0, False), PhaseConfig(70, 40960, 0.8, False)]
+    jobs = build_jobs(rl_stage(tmp_path, phases=schedule))
     parsed = [parse(job) for job in jobs]
     assert [a.rollout.max_new_tokens for a in parsed] == [24576, 32768, 40960]
     assert [a.rollout.temperature for a in parsed] == [1.0, 1.0, 0.8]
@@ -263,7 +199,7 @@ def test_length_schedule_is_consecutive_jobs_chained_by_checkpoint(tmp_path):
 
 def test_tiny_init_is_its_cache_directory(tmp_path, monkeypatch):
     monkeypatch.setenv("CASCADE_CACHE", str(tmp_path / "cache"))
-    [job] = stage_jobs(rl_stage(tmp_path, init="tiny:3"))
+    [job] = build_jobs(rl_stage(tmp_path, init="tiny:3"))
     assert parse(job).actor.model_name_or_path == str(tmp_path / "cache" / "models" / "tiny-3")
 
 
@@ -283,7 +219,7 @@ def test_rlhf_with_our_reward_model_and_kl(tmp_path):
             vllm_engines=4,
         ),
     )
-    [job] = stage_jobs(config)
+    [job] = build_jobs(config)
     args = parse(job)
     assert (
         args.reward.model_name_or_path == str(Path("runs/x/rm").resolve()) and args.reward.remote_url is None
@@ -294,7 +230,7 @@ def test_rlhf_with_our_reward_model_and_kl(tmp_path):
     assert any("not the text after </think>" in note for note in job.notes)
     assert args.actor.loss_agg_mode == "token-mean"
     # The paper's RLHF stabilisers: sequence-level loss maps to OpenRLHF's; reward shaping has no flag.
-    [job] = stage_jobs(rl_stage(tmp_path, kind="rlhf", loss_aggregation="sequence", reward_shaping="zscore_tanh"))
+    [job] = build_jobs(rl_stage(tmp_path, kind="rlhf", loss_aggregation="sequence", reward_shaping="zscore_tanh"))
     assert parse(job).actor.loss_agg_mode == "seq-mean-token-mean"
     assert any("reward_shaping=zscore_tanh" in note for note in job.notes)
 
@@ -343,7 +279,7 @@ def test_unknown_and_ill_typed_flags_are_refused_like_openrlhf_does():
 )
 def test_bad_input_is_refused_before_submission(tmp_path, values, message):
     with pytest.raises(CascadeUsageError, match=message):
-        stage_jobs(rl_stage(tmp_path, **values))
+        build_jobs(rl_stage(tmp_path, **values))
 
 
 def test_dry_run_prints_commands_without_torch_or_ray(tmp_path):
@@ -407,9 +343,9 @@ def test_rerun_reuses_finished_phases_without_contacting_ray(tmp_path):
     rows = tmp_path / "math.jsonl"
     row = {"id": "1", "source": "t", "domain": "math", "mode": "think", "prompt": "1+1?", "label": {"answer": "2"}}
     rows.write_text(json.dumps(row) + "\n")
-    config = rl_stage(tmp_path, data=str(rows), phases=[Phase(2, 1024, 1.0, True), Phase(1, 2048, 0.8, False)],
+    config = rl_stage(tmp_path, data=str(rows), phases=[PhaseConfig(2, 1024, 1.0, True), PhaseConfig(1, 2048, 0.8, False)],
                       cluster=cluster(ray_address="http://127.0.0.1:9"))
-    jobs = stage_jobs(config)
+    jobs = build_jobs(config)
     finished = []
     for index, job in enumerate(jobs):
         Path(job.output_dir).mkdir(parents=True, exist_ok=True)

@@ -24,6 +24,7 @@ import pytest
 from cascade_cli.chat import CHAT_TEMPLATE
 from cascade_cli.checkpoint import read_manifest
 from cascade_cli.config.common import ClusterConfig
+from cascade_cli.config.grpo import PhaseConfig, RLVRConfig
 from cascade_cli.config.sft import SFTConfig
 from cascade_cli.engines.openrlhf.runner import run_openrlhf_stage
 from cascade_cli.errors import CascadeRunError
@@ -167,8 +168,6 @@ def test_failed_job_fails_the_stage_with_its_last_log_lines(tmp_path, ray_head):
 
 
 def test_length_schedule_runs_as_chained_jobs(tmp_path, ray_head):
-    from test_openrlhf_argv import Phase, RLStage
-
     data = tmp_path / "math.jsonl"
     write_jsonl(
         data,
@@ -178,15 +177,16 @@ def test_length_schedule_runs_as_chained_jobs(tmp_path, ray_head):
             for i in range(5)
         ],
     )
-    config = RLStage(
+    config = RLVRConfig(
         name="math_rl",
+        domain="math",
         engine="openrlhf",
         data=str(data),
         init="Qwen/Qwen3-8B-Base",
         out=str(tmp_path / "math_rl"),
         prompts_per_step=2,
         group_size=8,
-        phases=[Phase(2, 1024, 1.0, True), Phase(3, 2048, 0.8, False)],
+        phases=[PhaseConfig(2, 1024, 1.0, True), PhaseConfig(3, 2048, 0.8, False)],
         cluster=ClusterConfig(
             ray_address=ray_head,
             nodes=1,

@@ -10,13 +10,10 @@ import pytest
 from omegaconf import OmegaConf
 
 from cascade_cli.engines.openrlhf import flagset
-from cascade_cli.recipe import kinds as kinds_module
-from cascade_cli.recipe.kinds import StageKind
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER = OmegaConf.to_container(OmegaConf.load(REPO / "tests" / "data" / "paper_numbers.yaml"))
 RECIPES = ("nemotron8b", "nemotron14b")
-RL_KINDS = {"rlvr", "rlhf", "reward_model"}
 
 
 def recipe_stages(name: str) -> dict:
@@ -66,34 +63,8 @@ def test_recipe_uses_released_datasets_and_cluster_variables(name):
     )
 
 
-def _register_missing_kinds(monkeypatch) -> list[str]:
-    """Kinds whose configs are not on this branch yet (rlvr: grpo branch; rlhf, reward_model: the RLHF
-    colleague) are registered with the field-name stand-ins of test_openrlhf_argv; present ones are real."""
-    missing = sorted(RL_KINDS - set(kinds_module.STAGE_KINDS))
-    stand_ins = {
-        "rlvr": "test_openrlhf_argv:RLStage",
-        "rlhf": "test_openrlhf_argv:RLStage",
-        "reward_model": "test_openrlhf_argv:RMStage",
-    }
-    kinds = dict(kinds_module.STAGE_KINDS)
-    for kind in missing:
-        kinds[kind] = StageKind(
-            kind,
-            stand_ins[kind],
-            "cascade_cli.engines.openrlhf.runner:run_openrlhf_stage",
-            ("rlhf", "rm") if kind == "reward_model" else (kind,),
-            ("init", "data", "out"),
-        )
-    monkeypatch.setattr(kinds_module, "STAGE_KINDS", kinds)
-    import cascade_cli.recipe.loader as loader
-
-    monkeypatch.setattr(loader, "STAGE_KINDS", kinds)
-    return missing
-
-
 @pytest.mark.parametrize("name", RECIPES)
-def test_recipe_plan_prints_the_whole_openrlhf_sequence(name, cli, monkeypatch):
-    missing = _register_missing_kinds(monkeypatch)
+def test_recipe_plan_prints_the_whole_openrlhf_sequence(name, cli):
     result = cli(["recipe", "plan", f"recipes/{name}.yaml"])
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
@@ -101,7 +72,7 @@ def test_recipe_plan_prints_the_whole_openrlhf_sequence(name, cli, monkeypatch):
     expected = PAPER[name]["stages"]
     recipe = recipe_stages(name)["stages"]
     jobs_per_stage = {stage: max(1, len(recipe[stage].get("phases", []))) for stage in expected}
-    assert len(submits) == sum(jobs_per_stage.values()), missing
+    assert len(submits) == sum(jobs_per_stage.values())
     for argv in submits:  # every emitted command parses with OpenRLHF's own argparse + validation
         entry = argv[argv.index("--") + 1 :]
         module = entry[entry.index("-m" if entry[0] == "python3" else "--module") + 1]

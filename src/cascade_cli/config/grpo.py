@@ -15,6 +15,7 @@ from typing import Any, Optional
 from omegaconf import MISSING
 
 from cascade_cli.config.common import StageConfig
+from cascade_cli.errors import CascadeUsageError
 
 # The paper's mode per RLVR domain: IF-RL in non-thinking mode, math / code / swe in thinking mode.
 DOMAIN_MODES = {"if": "no_think", "math": "think", "code": "think", "swe": "think"}
@@ -99,3 +100,23 @@ class RLVRConfig(GRPOConfig):
 
     kind: str = "rlvr"
     domain: str = MISSING
+
+
+def resolve_phases(config: GRPOConfig) -> list[PhaseConfig]:
+    """The response-length schedule with every key set: each of `phases` with its unset keys taken from the
+    stage's top-level values, or (no `phases`) one phase of `steps`. Every engine reads the schedule here."""
+    if not config.phases:
+        return [PhaseConfig(config.steps, config.max_response_len, config.temperature, config.overlong_filter)]
+    phases = []
+    for index, phase in enumerate(config.phases):
+        if phase.steps is None or phase.steps < 1:
+            raise CascadeUsageError(f"phases[{index}].steps: expected a positive integer, found {phase.steps!r}")
+        phases.append(
+            PhaseConfig(
+                phase.steps,
+                config.max_response_len if phase.max_response_len is None else phase.max_response_len,
+                config.temperature if phase.temperature is None else phase.temperature,
+                config.overlong_filter if phase.overlong_filter is None else phase.overlong_filter,
+            )
+        )
+    return phases

@@ -1,15 +1,18 @@
 """The `openrlhf` engine: a stage runs as OpenRLHF 0.11.2 jobs on a Ray cluster (rollouts by vLLM), rewarded by
 our verifiers through the reward service (`cascade verify --serve`) or the reward_func file.
 
-- argv.py      stage config -> the exact OpenRLHF commands (`ray job submit ... -- deepspeed --module
-               openrlhf.cli.train_sft|train_rm ...` / `... -- python3 -m openrlhf.cli.train_ppo_ray ...`)
+- jobs.py      typed stage config -> the exact OpenRLHF jobs, one builder per kind (`build_jobs` picks it):
+               `ray job submit ... -- deepspeed --module openrlhf.cli.train_sft|train_rm ...` /
+               `... -- python3 -m openrlhf.cli.train_ppo_ray ...` (one job per phase of a length schedule)
+- cluster.py   the cluster block -> the `ray job submit` prefix and each role's nodes x GPUs per node
+- validate.py  checks only: refuse unknown / ill-typed flags (against flags_0_11_2.json), clusters too small
+               and colocation mismatches before anything is submitted
 - data.py      canonical rows -> the JSONL OpenRLHF's datasets read (flags appended to user turns)
-- validate.py  refuse unknown / ill-typed flags (against flags_0_11_2.json), clusters too small, colocation
-               mismatches and missing reward sources before anything is submitted
 - flagset.py   OpenRLHF's own parsers rebuilt from its source; regenerates flags_0_11_2.json
 - runner.py    run_openrlhf_stage(config): dry run prints; a real run converts, submits, follows the logs and
                writes the stage manifest (job ids, output dir)
 
 Select it with `engine: openrlhf` in a recipe stage (or `engine=openrlhf` on a command); cluster sizes and the
-reward service URLs live in the stage's `cluster` block. Never imports engines/local.
+reward service URLs live in the stage's `cluster` block. Never imports engines/local. Imports run one way:
+runner -> jobs, data; jobs -> validate, cluster; validate -> cluster, flagset (tests check there is no cycle).
 """

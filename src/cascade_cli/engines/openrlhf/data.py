@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from cascade_cli.chat import MODES, answer_text, flag_user_turn, prompt_messages
+from cascade_cli.config.common import StageConfig
+from cascade_cli.config.grpo import DOMAIN_MODES
 from cascade_cli.data.io import load_canonical, pref_pair
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.jsonl import write_jsonl
@@ -134,25 +136,21 @@ def write_phase_files(source: Path, samples: list[int], targets: list[Path], see
                     sink.write(handle.readline())
 
 
-def stage_mode(config: Any) -> str | None:
-    """The stage's prompt-mode policy: its `mode`; unset, half-half for RLHF and the domain's paper default
-    for RLVR (IF-RL non-thinking; math, code, SWE thinking), as the local engine does."""
-    mode = getattr(config, "mode", None)
-    if mode:
-        return mode
+def stage_mode(config: StageConfig) -> str | None:
+    """The stage's prompt-mode policy: an RL stage's `mode`; unset, half-half for RLHF and the domain's paper
+    default for RLVR (IF-RL non-thinking; math, code, SWE thinking), as the local engine does. SFT and
+    reward-model rows keep their own mode (None)."""
     if config.kind == "rlhf":
-        return "half"
+        return config.mode or "half"
     if config.kind == "rlvr":
-        from cascade_cli.config.grpo import DOMAIN_MODES
-
-        return DOMAIN_MODES.get(getattr(config, "domain", ""), "think")
+        return config.mode or DOMAIN_MODES.get(config.domain, "think")
     return None
 
 
-def convert_stage_data(config: Any, target: Path) -> int:
+def convert_stage_data(config: StageConfig, target: Path) -> int:
     """Write the stage's data in OpenRLHF's format to `target`; returns the row count."""
-    domain = getattr(config, "domain", None) if config.kind == "rlvr" else None  # RLHF rows keep their own
-    strip = bool(getattr(config, "strip_thinking", True))
+    domain = config.domain if config.kind == "rlvr" else None  # RLHF rows keep their own
+    strip = config.strip_thinking if config.kind == "reward_model" else True
     rows = convert_rows(config.kind, config.data, stage_mode(config), domain, strip)
     target.parent.mkdir(parents=True, exist_ok=True)
     count = write_jsonl(target, rows)

@@ -21,16 +21,18 @@ from typing import Any
 
 from cascade_cli.chat import CHAT_TEMPLATE
 from cascade_cli.checkpoint import read_manifest, write_manifest
+from cascade_cli.config.common import StageConfig
 from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console, print_warning
-from cascade_cli.engines.openrlhf.argv import (
+from cascade_cli.engines.openrlhf.data import RL_KINDS, convert_stage_data, stage_mode, write_phase_files
+from cascade_cli.engines.openrlhf.jobs import (
     OpenRLHFJob,
+    build_jobs,
     converted_data_path,
     phase_data_path,
     phase_samples,
-    stage_jobs,
+    stage_name,
 )
-from cascade_cli.engines.openrlhf.data import convert_stage_data, stage_mode, write_phase_files
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
 from cascade_cli.tiny import is_tiny_spec, resolve_model
 
@@ -45,7 +47,7 @@ _DONE_STATUS = {"succeeded": "SUCCEEDED", "failed": "FAILED", "was stopped": "ST
 EntrypointOverride = Callable[[OpenRLHFJob], list[str]]
 
 
-def conversion_command(config: Any) -> list[str]:
+def conversion_command(config: StageConfig) -> list[str]:
     argv = [
         "python3",
         "-m",
@@ -57,19 +59,19 @@ def conversion_command(config: Any) -> list[str]:
     mode = stage_mode(config)
     if mode:
         argv += ["--mode", mode]
-    if config.kind == "rlvr" and getattr(config, "domain", None):
+    if config.kind == "rlvr":
         argv += ["--domain", str(config.domain)]
-    if config.kind == "reward_model" and not getattr(config, "strip_thinking", True):
+    if config.kind == "reward_model" and not config.strip_thinking:
         argv += ["--keep-thinking"]
-    if config.kind in ("rlvr", "rlhf"):
+    if config.kind in RL_KINDS:
         argv += ["--phase-samples", ",".join(map(str, phase_samples(config))), "--seed", str(config.seed)]
     return argv
 
 
-def plan_commands(config: Any) -> list[str]:
+def plan_commands(config: StageConfig) -> list[str]:
     """Shell lines for the stage: the data conversion, then each OpenRLHF job (notes as comments)."""
     lines = [shlex.join(conversion_command(config))]
-    for job in stage_jobs(config):
+    for job in build_jobs(config):
         lines += [f"# note: {note}" for note in job.notes]
         lines.append(job.shell())
     return lines
@@ -140,10 +142,10 @@ def job_status(address: str, job_id: str, attempts: int = 10) -> str:
     return status
 
 
-def init_template_warning(config: Any) -> str | None:
+def init_template_warning(config: StageConfig) -> str | None:
     """RL stages render prompts with the init checkpoint's own chat template (train_ppo_ray has no flag to
     override it): warn when a local init carries another template than ours."""
-    if config.kind not in ("rlvr", "rlhf"):
+    if config.kind not in RL_KINDS:
         return None
     init = Path(str(config.init))
     candidates = [init / "chat_template.jinja", init / "tokenizer_config.json"]
@@ -168,13 +170,13 @@ def completed_jobs(out: Path) -> dict[str, dict[str, Any]]:
     return {job["name"]: job for job in earlier.get("openrlhf_jobs", []) if job.get("status") == "SUCCEEDED"}
 
 
-def run_openrlhf_stage(config: Any, entrypoint_override: EntrypointOverride | None = None) -> dict[str, Any]:
+def run_openrlhf_stage(config: StageConfig, entrypoint_override: EntrypointOverride | None = None) -> dict[str, Any]:
     """Validate, then (unless dry_run) convert the data and run the stage's jobs in order.
 
     `entrypoint_override` replaces what each job runs on the cluster (the submission, log streaming and
     manifest stay real); tests use it to let a CPU stand-in play the trainer.
     """
-    stage_jobs(config)  # refuse bad flags, clusters and reward sources before anything is written
+    build_jobs(config)  # refuse bad flags, clusters and reward sources before anything is written
     if config.dry_run:
         commands = plan_commands(config)
         for line in commands:
@@ -190,8 +192,8 @@ def run_openrlhf_stage(config: Any, entrypoint_override: EntrypointOverride | No
     data_path = converted_data_path(config)
     started = time.time()
     rows = convert_stage_data(config, data_path)
-    jobs = stage_jobs(config)
-    if config.kind in ("rlvr", "rlhf"):
+    jobs = build_jobs(config)
+    if config.kind in RL_KINDS:
         samples = phase_samples(config)
         write_phase_files(
             data_path, samples, [phase_data_path(config, k) for k in range(len(samples))], config.seed
@@ -202,7 +204,7 @@ def run_openrlhf_stage(config: Any, entrypoint_override: EntrypointOverride | No
     def manifest(status: str, extra: dict[str, Any] | None = None) -> None:
         write_manifest(
             out,
-            stage=config.name or config.kind,
+            stage=stage_name(config),
             kind=config.kind,
             config=plain,
             init=str(config.init),
@@ -263,7 +265,7 @@ def run_openrlhf_stage(config: Any, entrypoint_override: EntrypointOverride | No
             record["last_log_lines"] = list(tail)
             manifest("failed")
             raise CascadeRunError(
-                f"stage {config.name or config.kind}: OpenRLHF job {job_id} ({job.name}) ended {record['status']}; "
+                f"stage {stage_name(config)}: OpenRLHF job {job_id} ({job.name}) ended {record['status']}; "
                 f"last log lines:\n" + "\n".join(tail)
             )
     if not (out / "config.json").is_file():

@@ -1,5 +1,6 @@
-"""Refuse a stage before submission: flags OpenRLHF 0.11.2 does not know, ill-typed values, a cluster too
-small for the roles, or OpenRLHF's own cluster assertions that would fail after minutes of start-up.
+"""Checks only (this module builds no job): refuse a stage before submission: flags OpenRLHF 0.11.2 does not
+know, ill-typed values, a cluster too small for the roles, or OpenRLHF's own cluster assertions that would
+fail after minutes of start-up.
 
 Flags are checked against the shipped flag set (flags_0_11_2.json, generated from OpenRLHF's source by
 flagset.py), rebuilt into an argparse parser, so no OpenRLHF install is needed to plan or submit.
@@ -9,8 +10,11 @@ from __future__ import annotations
 
 import argparse
 import functools
-from typing import Any
 
+from cascade_cli.config.common import StageConfig
+from cascade_cli.config.grpo import GRPOConfig
+from cascade_cli.engines.openrlhf.cluster import role_gpus
+from cascade_cli.engines.openrlhf.flagset import shipped_flag_sets
 from cascade_cli.errors import CascadeUsageError
 
 _TYPES = {"int": int, "float": float, "str": str}
@@ -23,8 +27,6 @@ class _RefusingParser(argparse.ArgumentParser):
 
 @functools.cache
 def shipped_parser(cli: str) -> argparse.ArgumentParser:
-    from cascade_cli.engines.openrlhf.flagset import shipped_flag_sets
-
     table = shipped_flag_sets()["clis"].get(cli)
     if table is None:
         raise CascadeUsageError(f"openrlhf: no flag set for CLI {cli!r}")
@@ -50,40 +52,45 @@ def validate_args(cli: str, args: list[str]) -> argparse.Namespace:
     return shipped_parser(cli).parse_args(args)
 
 
-def _gpus(layout: tuple[int, int]) -> int:
-    return layout[0] * layout[1]
+def _where(config: StageConfig) -> str:
+    return f"stage {config.name or config.kind}"
 
 
-def check_cluster(config: Any) -> None:
-    """The roles fit the cluster, and OpenRLHF's colocation assertions hold."""
-    from cascade_cli.engines.openrlhf.argv import role_layout
-
+def check_cluster(config: StageConfig) -> None:
+    """The cluster block's sizes are positive."""
     cluster = config.cluster
-    where = f"stage {getattr(config, 'name', '') or config.kind}: cluster"
-    for key in ("nodes", "gpus_per_node", "vllm_engines", "vllm_tensor_parallel_size"):
-        if int(getattr(cluster, key)) < 1:
-            raise CascadeUsageError(
-                f"{where}.{key}: expected a positive integer, found {getattr(cluster, key)}"
-            )
+    for key, value in (
+        ("nodes", cluster.nodes),
+        ("gpus_per_node", cluster.gpus_per_node),
+        ("vllm_engines", cluster.vllm_engines),
+        ("vllm_tensor_parallel_size", cluster.vllm_tensor_parallel_size),
+    ):
+        if int(value) < 1:
+            raise CascadeUsageError(f"{_where(config)}: cluster.{key}: expected a positive integer, found {value}")
+
+
+def check_rl_cluster(config: GRPOConfig) -> None:
+    """An RL stage's roles fit the cluster, and OpenRLHF's colocation assertions hold."""
+    check_cluster(config)
+    cluster = config.cluster
+    where = f"{_where(config)}: cluster"
     total = int(cluster.nodes) * int(cluster.gpus_per_node)
-    if config.kind not in ("rlvr", "rlhf"):
-        return
-    actor = _gpus(role_layout(cluster, cluster.actor_gpus))
+    actor = role_gpus(cluster, cluster.actor_gpus)
     vllm = int(cluster.vllm_engines) * int(cluster.vllm_tensor_parallel_size)
     if actor > total:
         raise CascadeUsageError(f"{where}.actor_gpus: {actor} GPUs asked, the cluster has {total}")
-    uses_ref = float(getattr(config, "kl_coef", 0.0) or 0.0) > 0
-    uses_rm = not (getattr(cluster, "reward_urls", None) or []) and config.kind == "rlhf"
-    if uses_rm and getattr(config, "dynamic_filter", False):
+    uses_ref = config.kl_coef > 0
+    uses_rm = config.kind == "rlhf" and not cluster.reward_urls
+    if uses_rm and config.dynamic_filter:
         raise CascadeUsageError(
             f"{where}.reward_urls: dynamic_filter needs the reward service (OpenRLHF filters on remote rewards "
             "only); set cluster.reward_urls or dynamic_filter=false"
         )
-    samples = int(getattr(config, "prompts_per_step", 1)) * int(getattr(config, "group_size", 1))
+    samples = config.prompts_per_step * config.group_size
     if samples < actor:
         raise CascadeUsageError(
-            f"stage {getattr(config, 'name', '') or config.kind}: prompts_per_step x group_size = {samples} samples "
-            f"per step is fewer than the {actor} actor GPUs (OpenRLHF asserts at least one sample per GPU)"
+            f"{_where(config)}: prompts_per_step x group_size = {samples} samples per step is fewer than the "
+            f"{actor} actor GPUs (OpenRLHF asserts at least one sample per GPU)"
         )
     if cluster.colocate_all:
         if vllm != actor:
@@ -95,9 +102,9 @@ def check_cluster(config: Any) -> None:
         return
     needed = {"actor": actor, "vllm": vllm}
     if uses_ref:
-        needed["ref"] = _gpus(role_layout(cluster, cluster.ref_gpus))
+        needed["ref"] = role_gpus(cluster, cluster.ref_gpus)
     if uses_rm:
-        needed["reward"] = _gpus(role_layout(cluster, cluster.reward_gpus))
+        needed["reward"] = role_gpus(cluster, cluster.reward_gpus)
     if sum(needed.values()) > total:
         parts = " + ".join(f"{role} {gpus}" for role, gpus in needed.items())
         raise CascadeUsageError(
