@@ -4,7 +4,12 @@ before submission."""
 
 from __future__ import annotations
 
+import ast
+import dataclasses
+import graphlib
 import json
+import math
+import os
 import subprocess
 import sys
 import textwrap
@@ -12,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from omegaconf import OmegaConf
 
 from cascade_cli.chat import CHAT_TEMPLATE
 from cascade_cli.config.common import ClusterConfig
@@ -359,3 +365,189 @@ def test_rerun_reuses_finished_phases_without_contacting_ray(tmp_path):
     config.lr = 3e-6  # another command: the finished jobs no longer count, so it must reach Ray (and fail)
     with pytest.raises((CascadeRunError, CascadeUsageError), match="ray"):  # no server / no ray installed
         run_openrlhf_stage(config)
+
+
+# ---- argv follows the typed config's fields (and nothing else) ----
+
+REWARD_CLUSTER = {"reward_urls": ["http://10.0.0.5:5000/get_reward"]}
+
+
+def expected_flags(config: Any, index: int = 0) -> dict[str, Any]:
+    """The OpenRLHF values (by argparse dest) that job `index` of `config` must carry, computed here from the
+    config's own fields (an RL phase's unset keys from the stage's top-level ones)."""
+    if config.kind in ("sft", "reward_model"):
+        global_batch = config.batch_size * (config.grad_accum if config.kind == "sft" else 1)
+        flags = {
+            "data.max_len": config.max_seq_len,
+            "train.batch_size": global_batch,
+            "train.max_epochs": max(1, math.ceil(config.epochs)),
+            "train.seed": config.seed,
+            "adam.lr": config.lr,
+            "adam.betas": [config.beta1, config.beta2],
+            "adam.weight_decay": config.weight_decay,
+            "lr_warmup_ratio": config.warmup_ratio,
+            "min_lr_ratio": config.min_lr / config.lr,
+            "max_norm": config.max_grad_norm,
+            "data.max_samples": config.max_steps * global_batch if config.max_steps else None,
+            "ckpt.save_steps": (config.save_every if config.kind == "sft" else 0) or -1,
+        }
+        if config.kind == "sft":
+            flags["ds.packing_samples"] = config.packing
+        return flags
+    phase = config.phases[index] if config.phases else PhaseConfig(config.steps)
+    max_response_len = config.max_response_len if phase.max_response_len is None else phase.max_response_len
+    temperature = config.temperature if phase.temperature is None else phase.temperature
+    overlong = config.overlong_filter if phase.overlong_filter is None else phase.overlong_filter
+    truncated = None if overlong or config.truncated_reward is None else config.truncated_reward
+    return {
+        "data.max_len": config.max_prompt_len + max_response_len,
+        "data.max_samples": phase.steps * config.prompts_per_step,
+        "rollout.max_new_tokens": max_response_len,
+        "rollout.temperature": temperature,
+        "rollout.top_p": config.top_p,
+        "rollout.batch_size": config.prompts_per_step,
+        "rollout.n_samples_per_prompt": config.group_size,
+        "train.batch_size": config.prompts_per_step * config.group_size,
+        "train.seed": config.seed,
+        "algo.kl.init_coef": config.kl_coef,
+        "algo.kl.use_loss": config.kl_coef > 0,
+        "actor.loss_agg_mode": {"token": "token-mean", "sequence": "seq-mean-token-mean"}[config.loss_aggregation],
+        "actor.adam.lr": config.lr,
+        "actor.adam.betas": [config.beta1, config.beta2],
+        "actor.adam.weight_decay": config.weight_decay,
+        "actor.max_norm": config.max_grad_norm,
+        "actor.entropy_coef": config.entropy_coef if config.entropy_coef > 0 else None,
+        "algo.dynamic_filtering_enable": config.dynamic_filter,
+        "reward.stop_properly_penalty_coef": truncated,
+        "ckpt.save_steps": config.save_every or -1,
+        "vllm.num_engines": config.cluster.vllm_engines,
+    }
+
+
+def assert_argv_follows_config(config: Any) -> list[Any]:
+    jobs = build_jobs(config)
+    assert len(jobs) == max(1, len(getattr(config, "phases", None) or []))
+    for index, job in enumerate(jobs):
+        parsed = vars(validate_args(job.cli, job.args))
+        got = {dest: parsed[dest] for dest in expected_flags(config, index)}
+        assert got == expected_flags(config, index), f"{config.name or config.kind} job {index}"
+    return jobs
+
+
+# Every field the argv carries, each given a default no class has, to stand for "a dataclass default changed".
+CHANGED_DEFAULTS: dict[type, dict[str, Any]] = {
+    SFTConfig: {
+        "lr": 3.3e-5, "beta1": 0.81, "beta2": 0.97, "weight_decay": 0.02, "warmup_ratio": 0.07, "min_lr": 1.1e-6,
+        "max_grad_norm": 0.7, "max_seq_len": 777, "batch_size": 12, "grad_accum": 3, "epochs": 2.5, "seed": 11,
+        "packing": True, "max_steps": 5, "save_every": 9,
+    },
+    RewardModelConfig: {
+        "lr": 3.3e-6, "beta1": 0.81, "beta2": 0.97, "weight_decay": 0.02, "warmup_ratio": 0.07, "min_lr": 1.1e-7,
+        "max_grad_norm": 0.7, "max_seq_len": 777, "batch_size": 12, "epochs": 2.5, "seed": 11, "max_steps": 5,
+    },
+    RLVRConfig: {
+        "lr": 3.3e-6, "beta1": 0.81, "beta2": 0.97, "weight_decay": 0.02, "max_grad_norm": 0.7, "steps": 7,
+        "prompts_per_step": 24, "group_size": 6, "max_prompt_len": 333, "max_response_len": 444,
+        "temperature": 0.77, "top_p": 0.88, "kl_coef": 0.002, "entropy_coef": 0.01, "truncated_reward": -0.5,
+        "dynamic_filter": True, "save_every": 3, "seed": 5, "loss_aggregation": "sequence",
+    },
+}
+CHANGED_DEFAULTS[RLHFConfig] = {**CHANGED_DEFAULTS[RLVRConfig], "truncated_reward": 0.25}
+REQUIRED = {"domain": "math", "reward_model": "runs/x/rm", "data": "d.jsonl", "init": "Qwen/Qwen3-8B-Base"}
+
+
+def with_defaults(config_class: type, changes: dict[str, Any]) -> type:
+    """`config_class` with other field defaults (what editing the dataclass would do)."""
+    return dataclasses.make_dataclass(
+        f"Changed{config_class.__name__}", [(key, Any, value) for key, value in changes.items()], bases=(config_class,)
+    )
+
+
+@pytest.mark.parametrize("config_class", list(CHANGED_DEFAULTS), ids=lambda c: c.__name__)
+@pytest.mark.parametrize("changed", [False, True], ids=["defaults", "changed-defaults"])
+def test_argv_carries_the_dataclass_defaults(tmp_path, config_class, changed):
+    """Built from the class defaults, every flag equals its field; change the defaults and every flag follows
+    (an argv that kept its own number for a field fails here)."""
+    cls = with_defaults(config_class, CHANGED_DEFAULTS[config_class]) if changed else config_class
+    names = {f.name for f in dataclasses.fields(cls)}
+    required = {key: value for key, value in REQUIRED.items() if key in names}
+    config = cls(engine="openrlhf", out=str(tmp_path / "out"), cluster=ClusterConfig(**REWARD_CLUSTER), **required)
+    if changed:
+        base = config_class(**required)
+        assert all(getattr(config, key) != getattr(base, key) for key in CHANGED_DEFAULTS[config_class])
+    assert_argv_follows_config(config)
+
+
+def test_phases_take_unset_keys_from_the_stage(tmp_path):
+    phases = [PhaseConfig(2), PhaseConfig(3, max_response_len=999, overlong_filter=True), PhaseConfig(1, temperature=0.5)]
+    config = rl_stage(tmp_path, phases=phases, temperature=0.9, max_response_len=555, truncated_reward=-1.0)
+    jobs = assert_argv_follows_config(config)
+    assert [job.name for job in jobs] == ["math_rl/phase0", "math_rl/phase1", "math_rl/phase2"]
+    with pytest.raises(CascadeUsageError, match=r"phases\[1\].steps: expected a positive integer, found 0"):
+        build_jobs(rl_stage(tmp_path, phases=[PhaseConfig(2), PhaseConfig(0)]))
+
+
+def test_a_structured_dictconfig_builds_the_same_jobs(tmp_path):
+    config = rl_stage(tmp_path, phases=[PhaseConfig(2), PhaseConfig(3, max_response_len=999)])
+    structured = OmegaConf.structured(config)
+    assert [job.argv for job in build_jobs(structured)] == [job.argv for job in build_jobs(config)]
+
+
+# ---- module structure: one-way imports, configs read by attribute ----
+
+PACKAGE = Path(build_jobs.__code__.co_filename).parent
+MODULES = sorted(path.stem for path in PACKAGE.glob("*.py") if path.stem != "__init__")
+PREFIX = "cascade_cli.engines.openrlhf"
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module `path` imports, at any depth (function-local imports included)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)  # `from pkg import module`
+    return names
+
+
+def test_engine_modules_import_one_way():
+    graph = {
+        module: {name.split(".")[3] for name in imported_modules(PACKAGE / f"{module}.py") if name.startswith(f"{PREFIX}.")}
+        & set(MODULES)
+        for module in MODULES
+    }
+    order = list(graphlib.TopologicalSorter(graph).static_order())  # raises CycleError on a cycle
+    assert set(order) == set(MODULES)
+    assert not graph["validate"] & {"jobs", "runner"} and not graph["cluster"] and not graph["flagset"]
+    everything = set().union(*(imported_modules(PACKAGE / f"{module}.py") for module in MODULES))
+    assert not [name for name in everything if name.startswith(("cascade_cli.engines.local", "cascade_cli.cli"))]
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_each_engine_module_imports_alone(module):
+    src = str(Path(build_jobs.__code__.co_filename).parents[3])
+    result = subprocess.run(
+        [sys.executable, "-c", f"import {PREFIX}.{module}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": src},
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_configs_are_read_by_attribute_not_by_name():
+    """No `getattr(config, "name", default)` (or a helper like it) anywhere that reads a stage config; flagset
+    reads argparse objects only."""
+    for module in MODULES:
+        if module == "flagset":
+            continue
+        tree = ast.parse((PACKAGE / f"{module}.py").read_text())
+        calls = [
+            node.func.id
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr", "_get")
+        ]
+        assert not calls, f"{module}.py reads by name: {calls}"

@@ -10,6 +10,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from cascade_cli.engines.openrlhf import flagset
+from cascade_cli.recipe.loader import load_recipe
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER = OmegaConf.to_container(OmegaConf.load(REPO / "tests" / "data" / "paper_numbers.yaml"))
@@ -186,3 +187,17 @@ def test_training_commands_take_engine_and_dry_run(cli, tmp_path):
         ["sft", "--init", "tiny", "--data", tmp_path / "s.jsonl", "--out", tmp_path / "sft", "--dry-run"]
     )
     assert result.exit_code == 2 and "only engine openrlhf has a dry run" in result.output
+
+
+@pytest.mark.parametrize("name", RECIPES)
+def test_every_stage_argv_equals_its_typed_config(name):
+    """Each OpenRLHF job of the recipe carries its stage config's values (lr, betas, prompts_per_step x steps,
+    response lengths, temperatures, ...), read from the config class the recipe loader built."""
+    from test_openrlhf_argv import assert_argv_follows_config
+
+    recipe = load_recipe(str(REPO / "recipes" / f"{name}.yaml"))
+    stages = [stage for stage in recipe.stages if stage.config.engine == "openrlhf"]
+    assert {stage.kind.kind for stage in stages} == {"sft", "reward_model", "rlhf", "rlvr"}
+    for stage in stages:
+        assert type(stage.config) is stage.kind.config_class()
+        assert_argv_follows_config(stage.config)
