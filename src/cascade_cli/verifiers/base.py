@@ -93,8 +93,16 @@ class Verifier:
     def verify_one(self, record: dict[str, Any]) -> Score:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def read_label(self, label: Any) -> Any:
+        """The label in this verifier's own form; RecordError says what was expected and found."""
+        return label
+
     def check_label(self, label: Any) -> str | None:
         """None when the label is usable, else a message saying what was expected and found."""
+        try:
+            self.read_label(label)
+        except RecordError as error:
+            return str(error)
         return None
 
     def score(self, record: dict[str, Any]) -> Score:

@@ -17,7 +17,7 @@ import weakref
 from typing import Any
 
 from cascade_cli.errors import CascadeRunError
-from cascade_cli.verifiers.base import RecordError, Score, Verifier, parse_label, require_response
+from cascade_cli.verifiers.base import Score, Verifier, parse_label, require_response
 from cascade_cli.verifiers.code.extract import extract_program
 from cascade_cli.verifiers.code.pool import WorkerPool
 from cascade_cli.verifiers.code.sandbox import (
@@ -100,16 +100,12 @@ class CodeVerifier(Verifier):
         self.close()
 
     # -- API --------------------------------------------------------------------------------------------
-    def check_label(self, label: Any) -> str | None:
-        try:
-            parse_suite(label)
-        except RecordError as error:
-            return str(error)
-        return None
+    def read_label(self, label: Any) -> TestSuite:
+        return parse_suite(label)
 
     def verify_one(self, record: dict[str, Any]) -> Score:
         response = require_response(record)
-        suite = parse_suite(parse_label(record))
+        suite = self.read_label(parse_label(record))
         program = extract_program(response)
         if program is None:
             return Score(
