@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from cascade_cli.evaluation.scoring import avg_at_k, ifeval_metrics, mean_pass_at_k, pass_at_k, score_records
+from cascade_cli.evaluation.scoring import (
+    avg_at_k,
+    ifeval_metrics,
+    mean_pass_at_k,
+    pass_at_k,
+    score_benchmark,
+)
 
 
 @pytest.mark.parametrize(
@@ -68,14 +74,14 @@ def _mcq_record(problem: str, response: str, answer: str = "B") -> dict:
     }
 
 
-def test_score_records_through_the_verifier_registry() -> None:
+def test_score_benchmark_through_the_verifier_registry() -> None:
     records = [
         _mcq_record("p1", "Answer: B"),
         _mcq_record("p1", "Answer: C"),
         _mcq_record("p2", "Answer: A"),
         {**_mcq_record("p2", "Answer: A"), "finish_reason": "length"},
     ]
-    summary, verdicts = score_records(records, name="toy", domain="mcq", k=2)
+    summary, verdicts = score_benchmark(records, name="toy", domain="mcq", k=2)
     assert summary["problems"] == 2 and summary["samples"] == 4 and summary["k"] == 2
     assert summary["metrics"]["avg@2"] == pytest.approx(25.0)
     assert summary["metrics"]["pass@2"] == pytest.approx(50.0)
@@ -85,8 +91,8 @@ def test_score_records_through_the_verifier_registry() -> None:
     assert verdicts[0]["details"]["extracted"] == "B"
 
 
-def test_score_records_counts_record_errors() -> None:
+def test_score_benchmark_counts_record_errors() -> None:
     bad = {**_mcq_record("p1", "Answer: B"), "label": {"answer": 7}}
-    summary, verdicts = score_records([bad], name="toy", domain="mcq")
+    summary, verdicts = score_benchmark([bad], name="toy", domain="mcq")
     assert summary["errors"] == 1 and "label" in summary["first_error"]
     assert verdicts[0]["reward"] == 0.0

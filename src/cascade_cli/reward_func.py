@@ -26,7 +26,7 @@ from cascade_cli.reward_protocol import (
     default_workers,
     make_reply,
 )
-from cascade_cli.scoring import Options, RowResult
+from cascade_cli.verifiers.batch import Options, RowResult, row_error
 
 _lock = threading.Lock()
 _pool: VerifierPool | None = None
@@ -113,7 +113,7 @@ def reward_func(queries: list[str], prompts: list[str], labels: list[Any], **kwa
             )
         except ProtocolError as error:
             message = str(error).replace("labels[0]", f"labels[{index}]")
-            results[index] = RowResult(0.0, False, {"error": message}, 0.0, message)
+            results[index] = row_error(message)
             continue
         records.append(record)
         positions.append(index)

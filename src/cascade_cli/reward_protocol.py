@@ -22,7 +22,7 @@ from typing import Any
 
 from cascade_cli import verifiers
 from cascade_cli.chat import IM_END, IM_START
-from cascade_cli.scoring import Options, RowResult, score_records
+from cascade_cli.verifiers.batch import Options, RowResult, row_error, score_records
 
 ASSISTANT_HEADER = f"{IM_START}assistant\n"
 # Trailing tokens the decoded query may carry after the response (eos, pad; Qwen's pad is <|endoftext|>).
@@ -129,13 +129,11 @@ def build_records(body: Any, default_domain: str | None = None) -> list[dict[str
 
 def timeout_results(count: int, timeout_s: float) -> list[RowResult]:
     message = f"verification timed out after {timeout_s:g} s"
-    return [
-        RowResult(0.0, False, {"error": message, "timeout": True}, timeout_s, message) for _ in range(count)
-    ]
+    return [row_error(message, timeout_s, timeout=True) for _ in range(count)]
 
 
 def failed_results(count: int, message: str) -> list[RowResult]:
-    return [RowResult(0.0, False, {"error": message}, 0.0, message) for _ in range(count)]
+    return [row_error(message) for _ in range(count)]
 
 
 def make_reply(

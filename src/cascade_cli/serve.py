@@ -24,7 +24,7 @@ from aiohttp import web
 from cascade_cli import verifiers
 from cascade_cli.errors import CascadeRunError
 from cascade_cli.reward_protocol import ProtocolError, VerifierPool, build_records, make_reply
-from cascade_cli.scoring import Options
+from cascade_cli.verifiers.batch import Options
 
 log = logging.getLogger("cascade.serve")
 
@@ -128,24 +128,18 @@ async def start_site(app: web.Application, host: str, port: int) -> tuple[web.Ap
     return runner, bound
 
 
-def run_server(
-    host: str = "127.0.0.1",
-    port: int = 5000,
-    workers: int = 1,
-    timeout_s: float = 60.0,
-    domain: str | None = None,
-    options: Options | None = None,
-) -> None:
-    """Serve until SIGINT / SIGTERM."""
+def run_server(host: str = "127.0.0.1", port: int = 5000, **settings: Any) -> None:
+    """Serve until SIGINT / SIGTERM; `settings` are RewardService's (workers, timeout_s, domain, options)."""
     from cascade_cli.console import console
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    service = RewardService(workers, timeout_s, domain, options)
+    service = RewardService(**settings)
 
     async def main() -> None:
         runner, bound = await start_site(create_app(service), host, port)
         console.print(
-            f"cascade reward service on http://{host}:{bound} ({workers} worker(s), timeout {timeout_s:g} s); "
+            f"cascade reward service on http://{host}:{bound} ({service.workers} worker(s), "
+            f"timeout {service.timeout_s:g} s); "
             f"OpenRLHF: --reward.remote_url http://{host}:{bound}/get_reward",
             soft_wrap=True,
         )

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import MISSING
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from cascade_cli.chat import render_prompt
@@ -34,9 +33,12 @@ from cascade_cli.config.build import build_stage_config
 from cascade_cli.config.common import StageConfig
 from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console, print_warning
-from cascade_cli.data.io import DATA_FILE, HELDOUT_FILE, RL_DOMAINS, load_canonical, resolve_data_path
-from cascade_cli.errors import CascadeUsageError
+from cascade_cli.data.io import RL_DOMAINS, load_canonical
+from cascade_cli.errors import CascadeRunError, CascadeUsageError
 from cascade_cli.jsonl import write_jsonl
+from cascade_cli.records import DATA_FILE, HELDOUT_FILE, resolve_rows_path, rollout_record
+from cascade_cli.verifiers import known_domains
+from cascade_cli.verifiers.batch import score_records, verifier_problem
 
 DROPPED_FILE = "dropped.jsonl"
 SUMMARY_FILE = "pass_rate.json"
@@ -118,28 +120,18 @@ def estimate_pass_rates(
     on_batch: Callable[[int], None] | None = None,
 ) -> list[float]:
     """Pass rate of each row: k samples from `sample`, scored by the row's domain verifier."""
-    from cascade_cli.verifiers import verify_batch
-
     rates: list[float] = []
     for start in range(0, len(rows), batch_prompts):
         batch = rows[start : start + batch_prompts]
         outputs = sample([render_prompt(row["prompt"], row["mode"]) for row in batch], k)
         records = [
-            {
-                "id": row["id"],
-                "prompt": row["prompt"],
-                "response": text,
-                "label": row["label"],
-                "domain": row["domain"],
-                "mode": row["mode"],
-                "finish_reason": finish,
-            }
+            rollout_record(row, text, domain=row["domain"], mode=row["mode"], finish_reason=finish)
             for row, samples in zip(batch, outputs, strict=True)
             for text, finish in samples
         ]
-        scores = verify_batch(records, workers=workers)
+        results = score_records(records, workers=workers)
         for index in range(len(batch)):
-            passed = sum(score.passed for score in scores[index * k : (index + 1) * k])
+            passed = sum(result.passed for result in results[index * k : (index + 1) * k])
             rates.append(passed / k)
         if on_batch:
             on_batch(len(batch))
@@ -171,8 +163,6 @@ def apply_band(
 
 
 def _check_rows(rows: list[dict[str, Any]], where: Path) -> None:
-    from cascade_cli.verifiers import known_domains
-
     verifiable = set(known_domains())
     for number, row in enumerate(rows, start=1):
         if row["domain"] not in RL_DOMAINS or row["domain"] not in verifiable:
@@ -180,6 +170,10 @@ def _check_rows(rows: list[dict[str, Any]], where: Path) -> None:
                 f"{where}: row {number}: domain {row['domain']!r} has no verifier to compute a pass rate "
                 f"(expected one of {', '.join(sorted(set(RL_DOMAINS) & verifiable))})"
             )
+    for domain in sorted({row["domain"] for row in rows}):  # e.g. code without a usable sandbox: fail now
+        problem = verifier_problem(domain, {})
+        if problem:
+            raise CascadeRunError(f"{where}: {problem}")
 
 
 def histogram(rates: list[float], k: int) -> dict[str, int]:
@@ -225,7 +219,7 @@ def run_pass_rate_filter(
     """
     check_config(config)
     started = time.time()
-    data_file = resolve_data_path(config.data)
+    data_file = resolve_rows_path(config.data)
     rows = load_canonical(data_file)[: config.limit]
     _check_rows(rows, data_file)
     out = Path(config.out)  # type: ignore[arg-type]
@@ -247,24 +241,22 @@ def run_pass_rate_filter(
             if make_sampler is None:
                 raise ValueError("run_pass_rate_filter needs `sampler` or `make_sampler` to sample answers")
             sampler, close = make_sampler(config)
-        progress = Progress(
-            TextColumn("[bold]sampling[/] k={task.fields[k]}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-        )
+        done = 0
+
+        def advance(status: Any, count: int) -> None:
+            nonlocal done
+            done += count
+            status.update(f"sampling k={config.k}: {done}/{len(todo)} prompts")
+
         try:
-            with progress:
-                task = progress.add_task("", total=len(todo), k=config.k)
+            with console.status(f"sampling k={config.k}: 0/{len(todo)} prompts") as status:
                 fresh = estimate_pass_rates(
                     todo,
                     sampler,
                     config.k,
                     batch_prompts=config.batch_prompts,
                     workers=config.workers,
-                    on_batch=lambda n: progress.advance(task, n),
+                    on_batch=lambda count: advance(status, count),
                 )
         finally:
             close()

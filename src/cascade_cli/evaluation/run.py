@@ -16,7 +16,7 @@ from cascade_cli.checkpoint import require_model_dir
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.evaluation.benchmarks import Benchmark, resolve_benchmarks
 from cascade_cli.evaluation.responses import match_responses, self_labelled_records
-from cascade_cli.evaluation.scoring import score_records
+from cascade_cli.evaluation.scoring import score_benchmark
 from cascade_cli.jsonl import write_jsonl
 from cascade_cli.verifiers import get_verifier, known_domains
 
@@ -143,7 +143,7 @@ def evaluate_checkpoint(
                 for row, outs in zip(rows, completions, strict=True)
                 for index, completion in enumerate(outs)
             ]
-            summary, verdicts = score_records(
+            summary, verdicts = score_benchmark(
                 records, name=bench.name, domain=bench.domain, metric=bench.metric, k=bench_k, workers=workers
             )
             summary.update(mode=bench_mode, generation_seconds=round(gen_seconds, 3))
@@ -210,7 +210,7 @@ def score_responses(
     for name, bench_domain, metric, records in groups:
         if not records:
             raise CascadeUsageError(f"responses file {responses}: no response matches benchmark {name}")
-        summary, verdicts = score_records(
+        summary, verdicts = score_benchmark(
             records, name=name, domain=bench_domain, metric=metric, k=k, workers=workers
         )
         results[name] = summary

@@ -1,7 +1,7 @@
 """Scores per benchmark: avg@k (pass@1 averaged over k samples, the paper's metric) and unbiased pass@k.
 
-All numbers are percentages (0-100), as in the paper's tables. Verdicts come from the one verifier registry,
-`cascade_cli.verifiers.verify_batch`.
+All numbers are percentages (0-100), as in the paper's tables. Verdicts come from the one scoring path,
+`cascade_cli.verifiers.batch.score_records`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections import defaultdict
 from math import comb
 from typing import Any
 
-from cascade_cli.verifiers import verify_batch
+from cascade_cli.verifiers.batch import score_records
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -77,7 +77,7 @@ def group_by_problem(records: list[dict[str, Any]]) -> dict[str, list[int]]:
     return dict(groups)
 
 
-def score_records(
+def score_benchmark(
     records: list[dict[str, Any]],
     *,
     name: str,
@@ -87,10 +87,10 @@ def score_records(
     workers: int = 1,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Verify rollout records (k per problem, sharing an `id`) -> (result summary, records with verdicts)."""
-    scores = verify_batch(records, domain=domain, workers=workers)
+    results = score_records(records, domain, workers=workers)
     verdicts = [
-        {**record, "reward": score.reward, "passed": score.passed, "details": score.details}
-        for record, score in zip(records, scores, strict=True)
+        {**record, "reward": result.reward, "passed": result.passed, "details": result.details}
+        for record, result in zip(records, results, strict=True)
     ]
     groups = group_by_problem(verdicts)
     correct = [[bool(verdicts[i]["passed"]) for i in indices] for indices in groups.values()]

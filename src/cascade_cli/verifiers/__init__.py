@@ -1,16 +1,16 @@
 """Verifier registry: one verifier per domain, one batch API for every caller.
 
-The GRPO trainer, `cascade verify`, the reward service and `cascade eval` all call `verify_batch`.
+Every caller scores through the one batch scorer, `verifiers/batch.py`; `verify_batch` is its `list[Score]` face
+(what the GRPO trainer calls).
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from cascade_cli.verifiers.base import Score, Verifier, error_score
+from cascade_cli.verifiers.base import RECORD_TIMEOUT_OPTION, Score, Verifier
 
 # domain -> "module:factory". Modules import lazily so that a light caller never pays for sympy or bwrap.
 _REGISTRY: dict[str, str] = {}
@@ -25,46 +25,15 @@ def known_domains() -> list[str]:
 
 
 def get_verifier(domain: str, **options: Any) -> Verifier:
+    """A new verifier for `domain` (callers that score use `batch.load_verifier`, one per process).
+
+    `record_timeout_s` belongs to the batch scorer and is dropped here."""
     if domain not in _REGISTRY:
         raise KeyError(f"unknown domain {domain!r}; known domains: {', '.join(known_domains())}")
     module_name, attribute = _REGISTRY[domain].split(":")
     factory: Callable[..., Verifier] = getattr(importlib.import_module(module_name), attribute)
+    options.pop(RECORD_TIMEOUT_OPTION, None)
     return factory(**options)
-
-
-def _score_chunk(args: tuple[str | None, dict[str, Any], list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    domain, options, records = args
-    return [score.to_dict() for score in _score_in_process(domain, options, records)]
-
-
-def _score_in_process(
-    domain: str | None, options: dict[str, Any], records: list[dict[str, Any]]
-) -> list[Score]:
-    """Group records by domain and hand each group to its verifier's own `verify_batch` (code uses a pool)."""
-    scores: list[Score | None] = [None] * len(records)
-    groups: dict[str, list[int]] = {}
-    for index, record in enumerate(records):
-        record_domain = domain or record.get("domain")
-        if not record_domain:
-            scores[index] = error_score("missing field 'domain' (and no --domain given)")
-        else:
-            groups.setdefault(str(record_domain), []).append(index)
-    for record_domain, indices in groups.items():
-        try:
-            verifier = get_verifier(record_domain, **options.get(record_domain, {}))
-        except KeyError as error:
-            for index in indices:
-                scores[index] = error_score(str(error.args[0]))
-            continue
-        try:
-            batch = verifier.verify_batch([records[i] for i in indices])
-        finally:
-            close = getattr(verifier, "close", None)
-            if close is not None:
-                close()  # e.g. the code verifier's warm sandboxes
-        for index, score in zip(indices, batch, strict=True):
-            scores[index] = score
-    return scores  # type: ignore[return-value]
 
 
 def verify_batch(
@@ -73,18 +42,12 @@ def verify_batch(
     workers: int = 1,
     options: dict[str, dict[str, Any]] | None = None,
 ) -> list[Score]:
-    """Score rollout records; `domain` overrides each record's own. `options` maps domain -> verifier kwargs.
+    """Score rollout records through the batch scorer (`verifiers/batch.py`): `domain` overrides each
+    record's own, `options` maps domain -> verifier kwargs, `workers > 1` splits the batch across processes.
+    Verifiers are cached per process, so the code sandbox pool stays warm from one call to the next."""
+    from cascade_cli.verifiers.batch import score_records
 
-    With `workers > 1` the batch is split across processes (sympy and sandboxes are CPU-bound).
-    """
-    options = options or {}
-    if workers <= 1 or len(records) < 2:
-        return _score_in_process(domain, options, records)
-    chunk_size = max(1, -(-len(records) // (workers * 4)))
-    chunks = [records[i : i + chunk_size] for i in range(0, len(records), chunk_size)]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        results = pool.map(_score_chunk, [(domain, options, chunk) for chunk in chunks])
-        return [Score(**score) for chunk in results for score in chunk]
+    return [result.to_score() for result in score_records(records, domain, options, workers=workers)]
 
 
 register("math", "cascade_cli.verifiers.math:MathVerifier")

@@ -11,6 +11,10 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+# A domain option read by the batch scorer (verifiers/batch.py), never passed to a verifier: seconds one record
+# may take before it scores 0 (null: no limit).
+RECORD_TIMEOUT_OPTION = "record_timeout_s"
+
 
 @dataclass
 class Score:
@@ -75,16 +79,30 @@ class Verifier:
     `code_switch_reward`: when not None, a response that switches script or language away from its prompt's
     (verifiers/language.py) gets this reward instead, whatever `verify_one` said (the paper: math -1,
     code 0; RLHF's "lowest in batch - 10" is batch-level and done by the trainer from `details`).
+    `concurrency`: how many records the batch scorer may hand to `score` at once in threads (1: CPU-bound
+    Python gains nothing from threads; code: one per warm sandbox). `interruptible`: whether a deadline may
+    stop `score` anywhere in its Python code once a record is past its time limit (False where bookkeeping
+    must not be cut short, e.g. code's sandbox pool; such a record's thread is given up on instead).
     """
 
     domain: str = ""
     code_switch_reward: float | None = None
+    concurrency: int = 1
+    interruptible: bool = True
 
     def verify_one(self, record: dict[str, Any]) -> Score:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def read_label(self, label: Any) -> Any:
+        """The label in this verifier's own form; RecordError says what was expected and found."""
+        return label
+
     def check_label(self, label: Any) -> str | None:
         """None when the label is usable, else a message saying what was expected and found."""
+        try:
+            self.read_label(label)
+        except RecordError as error:
+            return str(error)
         return None
 
     def score(self, record: dict[str, Any]) -> Score:
@@ -117,4 +135,7 @@ class Verifier:
         return Score(float(self.code_switch_reward), False, details)
 
     def verify_batch(self, records: list[dict[str, Any]]) -> list[Score]:
-        return [self.score(record) for record in records]
+        """Every record through `score`, timed and time-limited by the batch scorer (no label pre-check)."""
+        from cascade_cli.verifiers.batch import score_timed
+
+        return [score for score, _ in score_timed(self, records)]

@@ -12,6 +12,7 @@ long-lived spawner thread, never by a short-lived worker thread.
 from __future__ import annotations
 
 import contextlib
+import os
 import queue
 import threading
 from collections.abc import Callable
@@ -38,6 +39,7 @@ class WorkerPool:
         self._idle: queue.Queue[_Worker] = queue.Queue()
         self._lock = threading.Lock()
         self._closed = False
+        self._pid = os.getpid()
         for _ in range(self.size):
             self._idle.put(self._new_worker())
 
@@ -64,6 +66,8 @@ class WorkerPool:
                 self._idle.put(replacement)
 
     def close(self) -> None:
+        if os.getpid() != self._pid:  # a forked child's copy: the sandboxes belong to the parent
+            return
         with self._lock:
             self._closed = True
         while True:
