@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cascade_cli.chat import THINK_CLOSE, THINK_OPEN
-from cascade_cli.data.normalize import ID_ALIASES, KEPT_EXTRAS
+from cascade_cli.data.normalize import ID_ALIASES, KEPT_EXTRAS, SHAREGPT_ROLES
 
 AUTO = "auto"
 Converter = Callable[[dict[str, Any]], dict[str, Any]]
@@ -246,18 +246,6 @@ def _openai(row: dict[str, Any]) -> dict[str, Any]:
     return _carry(row, {"messages": chat_messages(row["messages"]), **_tools(row)}, "id", "source")
 
 
-_SHAREGPT_ROLES = {
-    "human": "user",
-    "user": "user",
-    "gpt": "assistant",
-    "assistant": "assistant",
-    "system": "system",
-    "tool": "tool",
-    "observation": "tool",
-    "function_call": "assistant",
-}
-
-
 def _sharegpt(row: dict[str, Any]) -> dict[str, Any]:
     turns = _json(row["conversations"], "conversations")
     if not isinstance(turns, list) or not turns:
@@ -267,7 +255,7 @@ def _sharegpt(row: dict[str, Any]) -> dict[str, Any]:
         messages.append({"role": "system", "content": row["system"]})
     for index, turn in enumerate(turns):
         speaker = turn.get("from", turn.get("role")) if isinstance(turn, dict) else None
-        if speaker not in _SHAREGPT_ROLES:
+        if speaker not in SHAREGPT_ROLES:
             raise FormatError(
                 f"conversations[{index}].from: expected human|gpt|system|tool; found {speaker!r}"
             )
@@ -279,7 +267,7 @@ def _sharegpt(row: dict[str, Any]) -> dict[str, Any]:
                 if isinstance(arguments, str):
                     arguments = _json(arguments, f"conversations[{index}].value.arguments")
                 content = tool_call_text(call["name"], arguments)
-        messages.append({"role": _SHAREGPT_ROLES[speaker], "content": content})
+        messages.append({"role": SHAREGPT_ROLES[speaker], "content": content})
     return _carry(row, {"messages": messages, **_tools(row)}, "id", "source")
 
 
