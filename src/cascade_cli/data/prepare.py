@@ -24,7 +24,7 @@ from cascade_cli.config.build import build_stage_config
 from cascade_cli.config.data import PrepareDataConfig
 from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console, print_warning
-from cascade_cli.data import tiny_tasks, tiny_tools
+from cascade_cli.data import tiny_tasks
 from cascade_cli.data.decontaminate import FilterResult, NgramIndex, build_index, filter_rows
 from cascade_cli.data.formats import FormatError, check_format, convert_row
 from cascade_cli.data.io import CARD_FILE, DATA_FILE, DOMAINS, HELDOUT_FILE, pref_pair
@@ -39,6 +39,7 @@ from cascade_cli.data.sources import (
     iter_hub_rows,
     parse_source,
 )
+from cascade_cli.data.tiny import tools as tiny_tools
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
 from cascade_cli.jsonl import write_jsonl
 
@@ -116,7 +117,7 @@ def _tiny_rows(
             f"--source {source.spec}: unknown tiny domain {source.tiny_domain!r}; "
             f"expected one of {', '.join('tiny:' + d for d in known)}"
         )
-    if source.tiny_domain == tiny_tools.NAME:  # tool-use sft conversations (data/tiny_tools.py)
+    if source.tiny_domain == tiny_tools.NAME:  # tool-use sft conversations (data/tiny/tools.py)
         try:
             train = tiny_tools.generate(config.n, seed=config.seed, split="train", mode=config.mode)
             heldout = tiny_tools.generate(config.holdout, seed=config.seed, split="heldout", mode=config.mode)
