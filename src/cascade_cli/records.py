@@ -59,6 +59,11 @@ def rollout_record(
     }
 
 
+def first_value(row: dict[str, Any], *keys: str) -> Any:
+    """The value of the first of `keys` that a raw row carries (not None), else None: one field, many names."""
+    return next((row[key] for key in keys if row.get(key) is not None), None)
+
+
 def prompt_text(prompt: Any) -> str:
     """The user-visible text of a prompt (a string or a list of chat messages)."""
     if isinstance(prompt, str):
