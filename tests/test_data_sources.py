@@ -353,7 +353,7 @@ def test_load_canonical_names_file_row_and_key(tmp_path):
     with pytest.raises(CascadeUsageError, match="has no data.jsonl"):
         load_canonical(tmp_path)
     (tmp_path / "rows.txt").write_text("")
-    with pytest.raises(CascadeUsageError, match="expected a .jsonl or .parquet file"):
+    with pytest.raises(CascadeUsageError, match="expected a .jsonl, .json or .parquet file"):
         load_canonical(tmp_path / "rows.txt")
 
 

@@ -13,6 +13,7 @@ from cascade_cli.chat import answer_text, render_messages, render_prompt
 from cascade_cli.data import tiny_tasks
 from cascade_cli.data.io import row_error
 from cascade_cli.data.prepare import prompt_key
+from cascade_cli.data.tiny import code as tiny_code
 
 RL_DOMAINS = ("math", "code", "if", "general")
 PRINTABLE = set(string.printable) - set("\x0b\x0c\r")
@@ -71,8 +72,8 @@ def test_pools_split_the_problem_space_by_key():
 
 def test_code_pools_split_each_template_so_every_pool_has_every_operation():
     """Held-out code prompts use operations SFT taught (with other constants) and RL trains."""
-    for template in tiny_tasks._CODE_TEMPLATES:
-        pools = tiny_tasks._code_pools(template)
+    for template in tiny_code._CODE_TEMPLATES:
+        pools = tiny_code._code_pools(template)
         if len(pools) >= 3:
             assert set(pools.values()) == {"sft", "rl", "heldout"}, template.name
         else:
@@ -282,7 +283,8 @@ def test_wrong_sft_answers_fail_the_domain_verifier(domain):
 def test_rows_use_only_the_tiny_tokenizers_characters(tmp_path):
     """No <unk> when the embedded char-level tokenizer reads the rendered rows (and the data card counts tokens)."""
     from cascade_cli import tiny
-    from cascade_cli.data.prepare import build_prepare_config, rendered_text, run_prepare_data
+    from cascade_cli.data.card import rendered_text
+    from cascade_cli.data.prepare import build_prepare_config, run_prepare_data
 
     tokenizer = tiny.build_tokenizer()
     for domain in tiny_tasks.TINY_DOMAINS:

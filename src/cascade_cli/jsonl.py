@@ -10,28 +10,33 @@ from typing import Any
 from cascade_cli.errors import CascadeUsageError
 
 
-def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield (1-based line number, object) for every non-blank line; bad lines raise CascadeUsageError."""
+def non_blank_lines(path: str | Path, expected: str = "a JSON Lines file") -> Iterator[tuple[int, str]]:
+    """(1-based line number, text) of every non-blank line; a missing file or a folder is a usage error."""
     path = Path(path)
     if not path.exists():
         raise CascadeUsageError(f"{path}: file not found")
     if path.is_dir():
-        raise CascadeUsageError(f"{path}: expected a JSON Lines file, found a directory")
+        raise CascadeUsageError(f"{path}: expected {expected}, found a directory")
     with path.open("r", encoding="utf-8") as handle:
         for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise CascadeUsageError(
-                    f"{path}: row {line_number}: malformed JSON ({error.msg} at column {error.colno})"
-                ) from None
-            if not isinstance(row, dict):
-                raise CascadeUsageError(
-                    f"{path}: row {line_number}: expected a JSON object, found {type(row).__name__}"
-                )
-            yield line_number, row
+            if line.strip():
+                yield line_number, line
+
+
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (1-based line number, object) for every non-blank line; bad lines raise CascadeUsageError."""
+    for line_number, line in non_blank_lines(path):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise CascadeUsageError(
+                f"{path}: row {line_number}: malformed JSON ({error.msg} at column {error.colno})"
+            ) from None
+        if not isinstance(row, dict):
+            raise CascadeUsageError(
+                f"{path}: row {line_number}: expected a JSON object, found {type(row).__name__}"
+            )
+        yield line_number, row
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.jsonl import iter_jsonl
 
 ROW_DOMAINS = ("sft", "pref", "if", "math", "code", "swe", "general")
 ROLLOUT_FIELDS = ("id", "prompt", "response", "label", "domain", "mode", "finish_reason")
@@ -57,6 +59,11 @@ def rollout_record(
     }
 
 
+def first_value(row: dict[str, Any], *keys: str) -> Any:
+    """The value of the first of `keys` that a raw row carries (not None), else None: one field, many names."""
+    return next((row[key] for key in keys if row.get(key) is not None), None)
+
+
 def prompt_text(prompt: Any) -> str:
     """The user-visible text of a prompt (a string or a list of chat messages)."""
     if isinstance(prompt, str):
@@ -86,21 +93,34 @@ def resolve_rows_path(path: str | Path, names: tuple[str, ...] = (DATA_FILE, "da
     return path
 
 
-def load_rows(path: str | Path, names: tuple[str, ...] = (DATA_FILE, "data.parquet")) -> list[dict[str, Any]]:
-    """The rows of a .jsonl/.json/.parquet file or of a prepare-data folder, unvalidated, in order.
+def iter_parquet(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(1-based row number, row) for every row of a parquet file, read in batches."""
+    try:
+        import pyarrow.parquet as pq
+
+        parquet = pq.ParquetFile(path)
+    except Exception as error:  # pyarrow raises several types for unreadable files
+        raise CascadeUsageError(
+            f"{path}: not a readable parquet file ({type(error).__name__}: {error})"
+        ) from None
+    number = 0
+    for batch in parquet.iter_batches(batch_size=4096):
+        for row in batch.to_pylist():
+            number += 1
+            yield number, row
+
+
+def iter_rows(
+    path: str | Path, names: tuple[str, ...] = (DATA_FILE, "data.parquet")
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(row number, row) of a .jsonl/.json/.parquet file or of a prepare-data folder, unvalidated, in order.
 
     A malformed JSON line is a usage error naming the file and line.
     """
     file = resolve_rows_path(path, names)
     if file.suffix == ".parquet":
-        try:
-            import pyarrow.parquet as pq
-
-            return pq.read_table(file).to_pylist()
-        except Exception as error:  # pyarrow raises several types for unreadable files
-            raise CascadeUsageError(
-                f"{file}: not a readable parquet file ({type(error).__name__}: {error})"
-            ) from None
+        yield from iter_parquet(file)
+        return
     if file.suffix == ".json":
         try:
             data = json.loads(file.read_text(encoding="utf-8"))
@@ -108,10 +128,14 @@ def load_rows(path: str | Path, names: tuple[str, ...] = (DATA_FILE, "data.parqu
             raise CascadeUsageError(f"{file}: malformed JSON ({error.msg} at line {error.lineno})") from None
         if not isinstance(data, list):
             raise CascadeUsageError(f"{file}: expected a JSON list of rows, found {type(data).__name__}")
-        return data
-    from cascade_cli.jsonl import read_jsonl
+        yield from enumerate(data, start=1)
+        return
+    yield from iter_jsonl(file)
 
-    return list(read_jsonl(file))
+
+def load_rows(path: str | Path, names: tuple[str, ...] = (DATA_FILE, "data.parquet")) -> list[dict[str, Any]]:
+    """The rows of a .jsonl/.json/.parquet file or of a prepare-data folder, unvalidated, in order."""
+    return [row for _, row in iter_rows(path, names)]
 
 
 # ---- the math answer box -------------------------------------------------------------------------------

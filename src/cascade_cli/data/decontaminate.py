@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.records import DATA_FILE, HELDOUT_FILE, load_rows
 
 DEFAULT_N = 9
 BATCH_ROWS = 8192
@@ -232,14 +233,12 @@ def reference_prompts(spec: str) -> tuple[str, list[str]]:
     if path.exists() or Path(spec).suffix in (".jsonl", ".json", ".parquet"):
         from cascade_cli.data.sources import iter_file_rows, parse_source
 
-        source = parse_source(str(path))
-        if path.is_dir() and (path / "data.jsonl").is_file():  # a prepare-data output folder
-            files = [path / "data.jsonl"] + (
-                [path / "heldout.jsonl"] if (path / "heldout.jsonl").is_file() else []
-            )
+        if path.is_dir() and (path / DATA_FILE).is_file():  # a prepare-data folder: training and held-out rows
+            names = [name for name in (DATA_FILE, HELDOUT_FILE) if (path / name).is_file()]
+            rows = [row for name in names for row in load_rows(path, names=(name,))]
         else:
-            files = source.files
-        texts = [prompt_text(row) for file in files for _, row in iter_file_rows(file)]
+            rows = [row for file in parse_source(str(path)).files for _, row in iter_file_rows(file)]
+        texts = [prompt_text(row) for row in rows]
         return str(path), [text for text in texts if text]
     from cascade_cli.evaluation.benchmarks import resolve_benchmark  # lazy: data does not need eval otherwise
 

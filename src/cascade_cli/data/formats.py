@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from cascade_cli.chat import THINK_CLOSE, THINK_OPEN
-from cascade_cli.data.normalize import ID_ALIASES, KEPT_EXTRAS
+from cascade_cli.data.normalize import ID_ALIASES, KEPT_EXTRAS, SHAREGPT_ROLES
+from cascade_cli.records import first_value
 
 AUTO = "auto"
 Converter = Callable[[dict[str, Any]], dict[str, Any]]
@@ -78,13 +79,6 @@ def _json(value: Any, column: str) -> Any:
         except json.JSONDecodeError as error:
             raise FormatError(f"column '{column}': not valid JSON ({error.msg})") from None
     return value
-
-
-def _first(row: dict[str, Any], *columns: str) -> Any:
-    for column in columns:
-        if row.get(column) is not None:
-            return row[column]
-    return None
 
 
 def _carry(row: dict[str, Any], result: dict[str, Any], *columns: str) -> dict[str, Any]:
@@ -190,9 +184,9 @@ def _sft(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _rl_math(row: dict[str, Any]) -> dict[str, Any]:
-    answer = _first(row, "answer", "expected_answer")
+    answer = first_value(row, "answer", "expected_answer")
     return _carry(
-        row, {"prompt": _first(row, "problem", "question", "prompt"), "answer": answer}, "id", "source"
+        row, {"prompt": first_value(row, "problem", "question", "prompt"), "answer": answer}, "id", "source"
     )
 
 
@@ -221,8 +215,8 @@ def _files(value: Any, column: str) -> dict[str, str]:
     if isinstance(value, list):
         files = {}
         for index, item in enumerate(value):
-            path = _first(item, "file_path", "path", "filename", "name") if isinstance(item, dict) else None
-            content = _first(item, "content", "file_content", "contents") if isinstance(item, dict) else None
+            path = first_value(item, "file_path", "path", "filename", "name") if isinstance(item, dict) else None
+            content = first_value(item, "content", "file_content", "contents") if isinstance(item, dict) else None
             if path is None or content is None:
                 raise FormatError(f"column '{column}'[{index}]: expected {{file_path, content}}")
             files[str(path)] = str(content)
@@ -235,27 +229,15 @@ def _files(value: Any, column: str) -> dict[str, str]:
 def _rl_swe(row: dict[str, Any]) -> dict[str, Any]:
     column = next(c for c in FILE_COLUMNS if row.get(c) is not None)
     label = {
-        "golden_patch": _first(row, "golden_patch", "patch"),
+        "golden_patch": first_value(row, "golden_patch", "patch"),
         "original_files": _files(row[column], column),
     }
-    prompt = _first(row, "prompt", "problem_statement")
+    prompt = first_value(row, "prompt", "problem_statement")
     return _carry(row, {"prompt": prompt, "label": label}, "instance_id", "id", "source")
 
 
 def _openai(row: dict[str, Any]) -> dict[str, Any]:
     return _carry(row, {"messages": chat_messages(row["messages"]), **_tools(row)}, "id", "source")
-
-
-_SHAREGPT_ROLES = {
-    "human": "user",
-    "user": "user",
-    "gpt": "assistant",
-    "assistant": "assistant",
-    "system": "system",
-    "tool": "tool",
-    "observation": "tool",
-    "function_call": "assistant",
-}
 
 
 def _sharegpt(row: dict[str, Any]) -> dict[str, Any]:
@@ -267,7 +249,7 @@ def _sharegpt(row: dict[str, Any]) -> dict[str, Any]:
         messages.append({"role": "system", "content": row["system"]})
     for index, turn in enumerate(turns):
         speaker = turn.get("from", turn.get("role")) if isinstance(turn, dict) else None
-        if speaker not in _SHAREGPT_ROLES:
+        if speaker not in SHAREGPT_ROLES:
             raise FormatError(
                 f"conversations[{index}].from: expected human|gpt|system|tool; found {speaker!r}"
             )
@@ -279,7 +261,7 @@ def _sharegpt(row: dict[str, Any]) -> dict[str, Any]:
                 if isinstance(arguments, str):
                     arguments = _json(arguments, f"conversations[{index}].value.arguments")
                 content = tool_call_text(call["name"], arguments)
-        messages.append({"role": _SHAREGPT_ROLES[speaker], "content": content})
+        messages.append({"role": SHAREGPT_ROLES[speaker], "content": content})
     return _carry(row, {"messages": messages, **_tools(row)}, "id", "source")
 
 

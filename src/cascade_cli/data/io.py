@@ -13,13 +13,13 @@ from typing import Any
 
 from cascade_cli.chat import MODES, ROLES
 from cascade_cli.errors import CascadeUsageError
-from cascade_cli.jsonl import iter_jsonl
+from cascade_cli.records import DATA_FILE as DATA_FILE  # re-exported for prepare-data and pass_rate
+from cascade_cli.records import HELDOUT_FILE as HELDOUT_FILE
+from cascade_cli.records import ROW_DOMAINS, iter_rows, resolve_rows_path
 
-DOMAINS: tuple[str, ...] = ("sft", "pref", "if", "math", "code", "swe", "general")
+DOMAINS: tuple[str, ...] = ROW_DOMAINS
 RL_DOMAINS: tuple[str, ...] = ("if", "math", "code", "swe")
 CODE_KINDS: tuple[str, ...] = ("stdio", "call", "assert")
-DATA_FILE = "data.jsonl"
-HELDOUT_FILE = "heldout.jsonl"
 CARD_FILE = "data_card.json"
 
 
@@ -153,47 +153,16 @@ def _decode_json_strings(row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def _iter_parquet(path: Path):
-    try:
-        import pyarrow.parquet as pq
-
-        table = pq.read_table(path)
-    except Exception as error:  # pyarrow raises several types for unreadable files
-        raise CascadeUsageError(
-            f"{path}: not a readable parquet file ({type(error).__name__}: {error})"
-        ) from None
-    number = 0
-    for batch in table.to_batches():
-        for row in batch.to_pylist():
-            number += 1
-            yield number, row
-
-
 def resolve_data_path(path: str | Path) -> Path:
-    """A .jsonl/.parquet file, or a directory holding `data.jsonl` (what prepare-data writes)."""
-    path = Path(path)
-    if path.is_dir():
-        for name in (DATA_FILE, "data.parquet"):
-            if (path / name).is_file():
-                return path / name
-        raise CascadeUsageError(
-            f"{path}: directory has no {DATA_FILE} (expected the output of cascade prepare-data)"
-        )
-    if not path.exists():
-        raise CascadeUsageError(f"{path}: file not found")
-    if path.suffix not in (".jsonl", ".parquet"):
-        raise CascadeUsageError(
-            f"{path}: expected a .jsonl or .parquet file, found '{path.suffix or 'no suffix'}'"
-        )
-    return path
+    """A .jsonl/.json/.parquet file, or a prepare-data folder's data.jsonl (or data.parquet)."""
+    return resolve_rows_path(path)
 
 
 def load_canonical(path: str | Path, domain: str | None = None) -> list[dict[str, Any]]:
     """Read and validate canonical rows; `domain` (optional) requires every row to be of that domain."""
     file = resolve_data_path(path)
-    rows_iter = _iter_parquet(file) if file.suffix == ".parquet" else iter_jsonl(file)
     rows: list[dict[str, Any]] = []
-    for number, row in rows_iter:
+    for number, row in iter_rows(file):
         row = _decode_json_strings(row)
         error = row_error(row)
         if error is None and domain is not None and row["domain"] != domain:

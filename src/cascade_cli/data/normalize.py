@@ -14,6 +14,7 @@ from typing import Any
 from cascade_cli.chat import THINK_OPEN
 from cascade_cli.data.io import DOMAINS, row_error
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.records import last_boxed
 
 PROMPT_ALIASES: tuple[str, ...] = ("prompt", "problem", "question")
 ID_ALIASES: tuple[str, ...] = ("id", "unique_id", "instance_id", "task_id", "key", "problem_id")
@@ -21,7 +22,7 @@ RESPONSE_ALIASES: tuple[str, ...] = ("response", "completion", "output", "answer
 # Extra keys kept on canonical rows (everything else the source had is dropped).
 KEPT_EXTRAS: tuple[str, ...] = ("reference", "task", "correct", "pass_rate", "pass_rate_k", "tools")
 DOMAIN_MODES: dict[str, str] = {"math": "think", "code": "think", "swe": "think", "if": "no_think"}
-_SHAREGPT_ROLES = {
+SHAREGPT_ROLES = {  # ShareGPT speaker -> chat role (also data/formats.py)
     "human": "user",
     "user": "user",
     "gpt": "assistant",
@@ -31,25 +32,6 @@ _SHAREGPT_ROLES = {
     "function_call": "assistant",
     "observation": "tool",
 }
-
-
-def last_boxed(text: str) -> str | None:
-    """The content of the last `\\boxed{...}` (balanced braces), or None."""
-    start = text.rfind("\\boxed")
-    if start < 0:
-        return None
-    open_at = text.find("{", start)
-    if open_at < 0:
-        return None
-    depth = 0
-    for index in range(open_at, len(text)):
-        if text[index] == "{":
-            depth += 1
-        elif text[index] == "}":
-            depth -= 1
-            if depth == 0:
-                return text[open_at + 1 : index].strip()
-    return None
 
 
 def _decoded(value: Any) -> Any:
@@ -77,7 +59,7 @@ def _messages(row: dict[str, Any]) -> list[dict[str, Any]] | None:
         for turn in row["conversations"]:
             if not isinstance(turn, dict):
                 return None
-            role = _SHAREGPT_ROLES.get(str(turn.get("from", turn.get("role"))), str(turn.get("from")))
+            role = SHAREGPT_ROLES.get(str(turn.get("from", turn.get("role"))), str(turn.get("from")))
             turns.append({"role": role, "content": turn.get("value", turn.get("content"))})
         return turns
     if "instruction" in row and "output" in row:  # Alpaca
@@ -145,7 +127,7 @@ def _math_label(row: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"'answer' must be a string or a number; found {type(answer).__name__}")
     boxed = last_boxed(answer)
     result = dict(label) if isinstance(label, dict) else {}
-    result["answer"] = boxed if boxed is not None else answer.strip()
+    result["answer"] = (boxed if boxed is not None else answer).strip()
     return result
 
 

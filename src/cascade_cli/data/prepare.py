@@ -7,29 +7,26 @@ and writes a data card (source, counts per domain and mode, lengths, a fingerpri
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
-
-from cascade_cli.chat import MODES, render_messages, render_prompt
+from cascade_cli.chat import MODES
 from cascade_cli.checkpoint import write_manifest
 from cascade_cli.config.build import build_stage_config
 from cascade_cli.config.data import PrepareDataConfig
 from cascade_cli.config.structure import to_plain
-from cascade_cli.console import console, print_warning
-from cascade_cli.data import tiny_tasks, tiny_tools
+from cascade_cli.console import print_warning
+from cascade_cli.data import tiny_tasks
+from cascade_cli.data.card import data_card, fingerprint_files, print_summary
 from cascade_cli.data.decontaminate import FilterResult, NgramIndex, build_index, filter_rows
 from cascade_cli.data.formats import FormatError, check_format, convert_row
 from cascade_cli.data.io import CARD_FILE, DATA_FILE, DOMAINS, HELDOUT_FILE, pref_pair
 from cascade_cli.data.normalize import normalize_row
 from cascade_cli.data.preferences import normalize_preferences
+from cascade_cli.data.progress import progress_bar
 from cascade_cli.data.prompt_filters import drop_math_and_code
 from cascade_cli.data.sources import (
     Source,
@@ -39,6 +36,7 @@ from cascade_cli.data.sources import (
     iter_hub_rows,
     parse_source,
 )
+from cascade_cli.data.tiny import tools as tiny_tools
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
 from cascade_cli.jsonl import write_jsonl
 
@@ -116,7 +114,7 @@ def _tiny_rows(
             f"--source {source.spec}: unknown tiny domain {source.tiny_domain!r}; "
             f"expected one of {', '.join('tiny:' + d for d in known)}"
         )
-    if source.tiny_domain == tiny_tools.NAME:  # tool-use sft conversations (data/tiny_tools.py)
+    if source.tiny_domain == tiny_tools.NAME:  # tool-use sft conversations (data/tiny/tools.py)
         try:
             train = tiny_tools.generate(config.n, seed=config.seed, split="train", mode=config.mode)
             heldout = tiny_tools.generate(config.holdout, seed=config.seed, split="heldout", mode=config.mode)
@@ -181,15 +179,7 @@ def _read_rows(config: PrepareDataConfig, source: Source) -> list[dict[str, Any]
     mapping = dict(config.map)
     rows: list[dict[str, Any]] = []
     show = total is None or total >= PROGRESS_MIN_ROWS
-    progress = Progress(
-        TextColumn("[bold]reading[/] {task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=not show,
-    )
+    progress = progress_bar("[bold]reading[/] {task.description}", disable=not show)
     with progress:
         task = progress.add_task(Path(source.spec).name, total=total)
         for where, number, raw in rows_iter:
@@ -253,15 +243,7 @@ def check_disjoint(train: list[dict[str, Any]], heldout: list[dict[str, Any]]) -
 def _filter_with_progress(rows: list[dict[str, Any]], index: NgramIndex, name: str) -> FilterResult:
     chunk = 20_000
     total = FilterResult([], [], dict.fromkeys(index.names, 0))
-    progress = Progress(
-        TextColumn(f"[bold]{name}[/]"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=len(rows) < PROGRESS_MIN_ROWS,
-    )
+    progress = progress_bar(f"[bold]{name}[/]", disable=len(rows) < PROGRESS_MIN_ROWS)
     with progress:
         task = progress.add_task(name, total=len(rows))
         for start in range(0, len(rows), chunk):
@@ -304,119 +286,7 @@ def apply_overlap_filters(
 
 
 # ---------------------------------------------------------------------------------------------------------
-# data card
-# ---------------------------------------------------------------------------------------------------------
-
-
-def rendered_text(row: dict[str, Any]) -> str:
-    """What a model sees for this row (prompt plus the answer it trains on, when there is one)."""
-    mode = row.get("mode", "think")
-    if "messages" in row:
-        return render_messages(row["messages"], mode=mode, tools=row.get("tools") or None)
-    if row.get("domain") == "pref":
-        messages, chosen, _ = pref_pair(row)
-        return render_messages(messages, mode=mode, add_generation_prompt=True) + chosen
-    return render_prompt(row["prompt"], mode=mode)
-
-
-def _percentiles(values: list[int]) -> dict[str, int]:
-    ordered = sorted(values)
-
-    def at(q: float) -> int:
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-    return {"p50": at(0.5), "p90": at(0.9), "p99": at(0.99), "max": ordered[-1]}
-
-
-def counts_by_domain_mode(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
-    counts: dict[str, dict[str, int]] = {}
-    for (domain, mode), count in sorted(Counter((r["domain"], r["mode"]) for r in rows).items()):
-        counts.setdefault(domain, {})[mode] = count
-    return counts
-
-
-def length_stats(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
-    """Rendered-text length percentiles in characters per domain/mode (= tokens for the char-level tiny model)."""
-    lengths: dict[str, list[int]] = {}
-    for row in rows:
-        lengths.setdefault(f"{row['domain']}/{row['mode']}", []).append(len(rendered_text(row)))
-    return {key: _percentiles(values) for key, values in sorted(lengths.items())}
-
-
-def load_tokenizer(spec: str) -> Any:
-    from cascade_cli import tiny
-
-    if tiny.is_tiny_spec(spec):
-        return tiny.build_tokenizer()
-    try:
-        from transformers import AutoTokenizer
-
-        return AutoTokenizer.from_pretrained(spec)
-    except Exception as error:  # transformers raises OSError, ValueError, HF errors...
-        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise CascadeUsageError(f"tokenizer {spec}: could not load ({first_line})") from None
-
-
-def token_length_stats(rows: list[dict[str, Any]], tokenizer: Any) -> dict[str, dict[str, int]]:
-    """Token-length percentiles of the rendered rows per domain/mode."""
-    texts: dict[str, list[str]] = {}
-    for row in rows:
-        texts.setdefault(f"{row['domain']}/{row['mode']}", []).append(rendered_text(row))
-    stats = {}
-    for key, group in sorted(texts.items()):
-        lengths: list[int] = []
-        for start in range(0, len(group), 1024):
-            encoded = tokenizer(group[start : start + 1024], add_special_tokens=False)["input_ids"]
-            lengths += [len(ids) for ids in encoded]
-        stats[key] = _percentiles(lengths)
-    return stats
-
-
-def fingerprint_files(paths: list[Path]) -> str:
-    digest = hashlib.sha256()
-    for path in paths:
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
-    return "sha256:" + digest.hexdigest()
-
-
-def _print_summary(card: dict[str, Any], out: Path, dry_run: bool) -> None:
-    table = Table(title=f"prepare-data -> {out}" + (" (dry run: nothing written)" if dry_run else ""))
-    table.add_column("domain")
-    table.add_column("mode")
-    table.add_column("rows", justify="right")
-    table.add_column("held out", justify="right")
-    table.add_column("chars p50/p90/max", justify="right")
-    heldout = card["heldout_by_domain_mode"]
-    for domain, modes in card["by_domain_mode"].items():
-        for mode, count in modes.items():
-            stats = card["length_chars"].get(f"{domain}/{mode}", {})
-            lengths = f"{stats.get('p50')}/{stats.get('p90')}/{stats.get('max')}" if stats else "-"
-            table.add_row(domain, mode, str(count), str(heldout.get(domain, {}).get(mode, 0)), lengths)
-    console.print(table)
-    for report in card["filters"][1:]:
-        by = ", ".join(f"{name} {count}" for name, count in report["removed_by"].items())
-        console.print(
-            f"{report['name']}" + (f" ({report['ngram_n']}-grams)" if "ngram_n" in report else "")
-            + f": {report['in']} -> {report['out']} rows; removed by {by}",
-            soft_wrap=True,
-        )
-    counts = card["counts"]
-    console.print(
-        f"source [bold]{card['source']}[/]: read {counts['read']}, wrote {counts['written']} to {DATA_FILE}"
-        + (f", {counts['heldout']} to {HELDOUT_FILE}" if counts["heldout"] else "")
-        + (
-            f"; dropped {counts['dropped_holdout_overlap']} sharing a held-out prompt"
-            if counts["dropped_holdout_overlap"]
-            else ""
-        )
-        + f"\nfingerprint {card['fingerprint']}",
-        soft_wrap=True,
-    )
-
-
-# ---------------------------------------------------------------------------------------------------------
-# runner
+# runner (the data card is data/card.py)
 # ---------------------------------------------------------------------------------------------------------
 
 
@@ -458,28 +328,9 @@ def run_prepare_data(config: PrepareDataConfig) -> dict[str, Any]:
         train, report = drop_code_switched(train)
         filters.append({"name": "drop_code_switch", "in": before, "out": len(train), "removed_by": report["dropped"],
                         "examples": report["dropped_examples"]})
-    card: dict[str, Any] = {
-        "source": config.source,
-        "source_kind": source.kind,
-        "files": {"data": DATA_FILE, **({"heldout": HELDOUT_FILE} if heldout else {})},
-        "counts": {
-            "read": read,
-            "written": len(train),
-            "heldout": len(heldout),
-            "dropped_holdout_overlap": dropped,
-            "removed_by_filters": len(removed),
-        },
-        "filters": filters,
-        "by_domain_mode": counts_by_domain_mode(train),
-        "heldout_by_domain_mode": counts_by_domain_mode(heldout),
-        "length_chars": length_stats(train),
-        **(
-            {"length_tokens": token_length_stats(train, load_tokenizer(config.tokenizer))}
-            if config.tokenizer and train
-            else {}
-        ),
-        "config": to_plain(config),
-    }
+    card = data_card(
+        config, source.kind, train, heldout, read=read, dropped=dropped, removed=removed, filters=filters
+    )
     written = [out / DATA_FILE] + ([out / HELDOUT_FILE] if heldout else [])
     if not config.dry_run:
         out.mkdir(parents=True, exist_ok=True)
@@ -516,7 +367,7 @@ def run_prepare_data(config: PrepareDataConfig) -> dict[str, Any]:
             metrics=metrics,
             timings={"seconds": round(time.time() - started, 3)},
         )
-    _print_summary(card, out, config.dry_run)
+    print_summary(card, out, config.dry_run)
     if not train:
         print_warning(f"{out / DATA_FILE}: no rows left after the filters; later stages cannot read it")
     return metrics

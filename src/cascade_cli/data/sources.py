@@ -14,6 +14,7 @@ from typing import Any
 
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.jsonl import iter_jsonl
+from cascade_cli.records import iter_parquet
 
 LOCAL_SUFFIXES: tuple[str, ...] = (".jsonl", ".json", ".parquet")
 RawRows = Iterator[tuple[int, dict[str, Any]]]
@@ -89,28 +90,12 @@ def _iter_json_file(path: Path) -> RawRows:
         yield number, row
 
 
-def _iter_parquet_file(path: Path) -> RawRows:
-    try:
-        import pyarrow.parquet as pq
-
-        parquet = pq.ParquetFile(path)
-    except Exception as error:  # pyarrow raises several types for unreadable files
-        raise CascadeUsageError(
-            f"{path}: not a readable parquet file ({type(error).__name__}: {error})"
-        ) from None
-    number = 0
-    for batch in parquet.iter_batches(batch_size=4096):
-        for row in batch.to_pylist():
-            number += 1
-            yield number, row
-
-
 def iter_file_rows(path: Path) -> RawRows:
     if path.suffix == ".jsonl":
         return iter_jsonl(path)
     if path.suffix == ".json":
         return _iter_json_file(path)
-    return _iter_parquet_file(path)
+    return iter_parquet(path)
 
 
 def count_file_rows(path: Path) -> int | None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.jsonl import iter_jsonl
+from cascade_cli.records import first_value
 
 SHARED_DATA_ENV = "CASCADE_SHARED_DATA"
 TINY_EVAL_SEED = 10_007  # tiny suites: tiny_tasks.generate(split="heldout") with this seed
@@ -102,15 +103,8 @@ def _stable_rng(text: str) -> random.Random:
 # ---------------------------------------------------------------------------------------------------------
 
 
-def _row(
-    row_id: str,
-    domain: str,
-    prompt: Any,
-    label: Any,
-    mode: str,
-    source: str,
-    question: Any = None,
-    **extra: Any,
+def _row(  # a canonical row plus `question` (the raw problem that decontamination compares)
+    row_id: str, domain: str, prompt: Any, label: Any, mode: str, source: str, question: Any = None, **extra: Any
 ) -> dict[str, Any]:
     row = {"id": row_id, "domain": domain, "prompt": prompt, "label": label, "mode": mode, "source": source}
     row["question"] = prompt if question is None else question
@@ -118,20 +112,13 @@ def _row(
     return row
 
 
-def _first(raw: dict[str, Any], *keys: str) -> Any:
-    for key in keys:
-        if raw.get(key) is not None:
-            return raw[key]
-    return None
-
-
 def normalize_math(raw: dict[str, Any], index: int, source: str) -> dict[str, Any]:
-    problem = _first(raw, "problem", "question", "Problem", "prompt")
-    answer = _first(raw, "answer", "Answer", "expected_answer")
+    problem = first_value(raw, "problem", "question", "Problem", "prompt")
+    answer = first_value(raw, "answer", "Answer", "expected_answer")
     if problem is None or answer is None:
         raise ValueError(f"expected 'problem' (or 'question') and 'answer'; found keys {sorted(raw)}")
     answer = str(answer)
-    row_id = str(_first(raw, "id", "unique_id", "ID") or f"{source}/{index}")
+    row_id = str(first_value(raw, "id", "unique_id", "ID") or f"{source}/{index}")
     return _row(
         row_id,
         "math",
@@ -151,7 +138,7 @@ def normalize_if(raw: dict[str, Any], index: int, source: str) -> dict[str, Any]
     # IFEval's kwargs carry explicit nulls for unused arguments; the checkers want them absent.
     kwargs = [{key: value for key, value in (entry or {}).items() if value is not None} for entry in kwargs]
     label = {"instruction_id_list": list(raw["instruction_id_list"]), "kwargs": kwargs}
-    row_id = str(_first(raw, "id", "key") if _first(raw, "id", "key") is not None else f"{source}/{index}")
+    row_id = str(first_value(raw, "id", "key") if first_value(raw, "id", "key") is not None else f"{source}/{index}")
     return _row(row_id, "if", raw["prompt"], label, "no_think", source)
 
 
@@ -160,7 +147,7 @@ def _code_block(code: str) -> str:
 
 
 def normalize_code_stdio(raw: dict[str, Any], index: int, source: str) -> dict[str, Any]:
-    question = _first(raw, "question", "problem", "question_content", "description")
+    question = first_value(raw, "question", "problem", "question_content", "description")
     inputs, outputs = raw.get("inputs"), raw.get("outputs")
     if question is None or not isinstance(inputs, list) or not isinstance(outputs, list):
         raise ValueError(
@@ -208,7 +195,7 @@ def _mcq_options(raw: dict[str, Any], row_id: str) -> tuple[list[str], str]:
         order = list(range(len(options)))
         _stable_rng(row_id).shuffle(order)
         return [options[i] for i in order], LETTERS[order.index(0)]
-    options = _first(raw, "options", "choices")
+    options = first_value(raw, "options", "choices")
     if isinstance(options, dict):  # {"A": "...", "B": "..."}
         letters = sorted(options)
         options = [options[letter] for letter in letters]
@@ -216,7 +203,7 @@ def _mcq_options(raw: dict[str, Any], row_id: str) -> tuple[list[str], str]:
         raise ValueError(
             f"expected 'options' or 'choices' (a list of 2 or more), found {type(options).__name__}"
         )
-    answer = _first(raw, "answer", "answer_index", "label")
+    answer = first_value(raw, "answer", "answer_index", "label")
     if isinstance(answer, int) and not isinstance(answer, bool):
         letter = LETTERS[answer]
     elif isinstance(answer, str) and answer.strip().upper() in LETTERS[: len(options)]:
@@ -232,10 +219,10 @@ def _mcq_options(raw: dict[str, Any], row_id: str) -> tuple[list[str], str]:
 
 
 def normalize_mcq(raw: dict[str, Any], index: int, source: str) -> dict[str, Any]:
-    question = _first(raw, "question", "Question", "problem")
+    question = first_value(raw, "question", "Question", "problem")
     if question is None:
         raise ValueError(f"expected 'question'; found keys {sorted(raw)}")
-    row_id = str(_first(raw, "id", "question_id", "Record ID") or f"{source}/{index}")
+    row_id = str(first_value(raw, "id", "question_id", "Record ID") or f"{source}/{index}")
     options, letter = _mcq_options(raw, row_id)
     listing = "\n".join(f"{LETTERS[i]}) {option}" for i, option in enumerate(options))
     prompt = MCQ_TEMPLATE.format(question=str(question).strip(), options=listing)

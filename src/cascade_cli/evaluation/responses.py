@@ -17,6 +17,7 @@ from typing import Any
 
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.jsonl import iter_jsonl
+from cascade_cli.records import rollout_record
 
 
 def _prompt_key(prompt: Any) -> str:
@@ -61,17 +62,13 @@ def read_responses(path: str | Path) -> list[tuple[int, dict[str, Any], list[str
     return out
 
 
-def _record(row: dict[str, Any], response: str, finish_reason: str, sample_index: int) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "prompt": row["prompt"],
-        "response": response,
-        "label": row["label"],
-        "domain": row["domain"],
-        "mode": row.get("mode", "think"),
-        "finish_reason": finish_reason,
-        "sample_index": sample_index,
-    }
+def _record(
+    row: dict[str, Any], response: str, finish_reason: str, sample_index: int, **fields: Any
+) -> dict[str, Any]:
+    """A rollout record (records.py) of one response to `row`, with its sample index among the k."""
+    fields = {"domain": row.get("domain"), "mode": row.get("mode", "think"), **fields}
+    record = rollout_record(row, response, finish_reason=finish_reason, **fields)
+    return {**record, "sample_index": sample_index}
 
 
 def match_responses(
@@ -133,16 +130,9 @@ def self_labelled_records(path: str | Path, domain: str) -> list[dict[str, Any]]
         for response in responses:
             index = counts.get(problem_id, 0)
             counts[problem_id] = index + 1
+            row_with_prompt = {"prompt": "", **row}  # a row matched by its id alone keeps an empty prompt
+            finish_reason = row.get("finish_reason", "stop")
             records.append(
-                {
-                    "id": problem_id,
-                    "prompt": row.get("prompt", ""),
-                    "response": response,
-                    "label": row["label"],
-                    "domain": domain,
-                    "mode": row.get("mode", "think"),
-                    "finish_reason": row.get("finish_reason", "stop"),
-                    "sample_index": index,
-                }
+                _record(row_with_prompt, response, finish_reason, index, domain=domain, record_id=problem_id)
             )
     return records

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 # Script name -> character class. Anything not listed (digits, punctuation, math symbols) is neutral.
@@ -200,18 +200,18 @@ def detect_code_switch(
     prompt_language = guess_latin_language(prompt) if prompt_script == "latin" else None
     if prompt_script == "latin" and prompt_language is None:
         prompt_language = "en"
-    if units >= min_foreign_units:
-        scripts = ", ".join(sorted(foreign))
-        return CodeSwitchResult(
-            True,
-            f"response uses script(s) the prompt does not: {scripts}",
-            prompt_script,
-            prompt_language,
-            round(sum(foreign.values()) / total_letters, 4),
-            dict(foreign),
-            None,
-            tuple(samples),
-        )
+    by_script = CodeSwitchResult(  # the verdict on scripts alone; also the final "not switched" one
+        units >= min_foreign_units,
+        f"response uses script(s) the prompt does not: {', '.join(sorted(foreign))}",
+        prompt_script,
+        prompt_language,
+        round(sum(foreign.values()) / total_letters, 4),
+        dict(foreign),
+        None,
+        tuple(samples),
+    )
+    if by_script.switched:
+        return by_script
     response_script = response_counts.most_common(1)[0][0] if response_counts else prompt_script
     if (
         prompt_script != "latin"
@@ -240,13 +240,4 @@ def detect_code_switch(
                 language,
                 tuple(sentences),
             )
-    return CodeSwitchResult(
-        False,
-        "same script and language as the prompt",
-        prompt_script,
-        prompt_language,
-        round(sum(foreign.values()) / total_letters, 4),
-        dict(foreign),
-        None,
-        tuple(samples),
-    )
+    return replace(by_script, reason="same script and language as the prompt")

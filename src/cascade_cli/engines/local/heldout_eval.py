@@ -15,27 +15,27 @@ import torch
 
 from cascade_cli.chat import IM_END, MODES, answer_text, prompt_messages, render_messages
 from cascade_cli.errors import CascadeUsageError
-from cascade_cli.jsonl import iter_jsonl
+from cascade_cli.records import (
+    DATA_FILE,
+    HELDOUT_FILE,
+    iter_rows,
+    last_boxed,
+    resolve_rows_path,
+    rollout_record,
+    row_prompt,
+)
 
 
 def resolve_prompt_file(path: str | Path) -> Path:
-    """A .jsonl file, or a prepare-data directory (heldout.jsonl, else data.jsonl)."""
-    path = Path(path)
-    if path.is_dir():
-        for name in ("heldout.jsonl", "data.jsonl"):
-            if (path / name).is_file():
-                return path / name
-        raise CascadeUsageError(f"{path}: directory has neither heldout.jsonl nor data.jsonl")
-    if not path.exists():
-        raise CascadeUsageError(f"{path}: file not found")
-    return path
+    """A .jsonl/.json/.parquet file, or a prepare-data folder (heldout.jsonl, else data.jsonl)."""
+    return resolve_rows_path(path, names=(HELDOUT_FILE, DATA_FILE))
 
 
 def load_math_prompts(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
     """Rows {id, prompt (rendered text), mode, label} from canonical math rows (prompt or messages)."""
     path = resolve_prompt_file(path)
     prompts = []
-    for line, row in iter_jsonl(path):
+    for line, row in iter_rows(path):
         where = f"{path}: row {line}"
         label = row.get("label")
         if isinstance(label, str):
@@ -48,14 +48,9 @@ def load_math_prompts(path: str | Path, limit: int | None = None) -> list[dict[s
         mode = row.get("mode") or "think"
         if mode not in MODES:
             raise CascadeUsageError(f"{where}: mode must be one of {', '.join(MODES)}; found {mode!r}")
-        if "prompt" in row:
-            messages = prompt_messages(row["prompt"])
-        elif isinstance(row.get("messages"), list):
-            messages = list(row["messages"])
-            while messages and messages[-1].get("role") == "assistant":
-                messages.pop()
-        else:
+        if "prompt" not in row and not isinstance(row.get("messages"), list):
             raise CascadeUsageError(f"{where}: expected `prompt` or `messages`; found keys {sorted(row)}")
+        messages = prompt_messages(row_prompt(row))
         try:
             text = render_messages(messages, mode=mode, add_generation_prompt=True)
         except ValueError as error:
@@ -68,25 +63,9 @@ def load_math_prompts(path: str | Path, limit: int | None = None) -> list[dict[s
     return prompts
 
 
-def last_boxed(text: str) -> str | None:
-    """Content of the last `\\boxed{...}` (braces balanced), or None."""
-    start = text.rfind("\\boxed{")
-    if start < 0:
-        return None
-    depth, begin = 0, start + len("\\boxed{")
-    for index in range(begin, len(text)):
-        if text[index] == "{":
-            depth += 1
-        elif text[index] == "}":
-            if depth == 0:
-                return text[begin:index].strip()
-            depth -= 1
-    return None
-
-
 def _fallback_passed(response: str, label: dict[str, Any]) -> bool:
     found = last_boxed(answer_text(response))
-    return found is not None and found == str(label["answer"]).strip()
+    return found is not None and found.strip() == str(label["answer"]).strip()
 
 
 def score_math(records: list[dict[str, Any]]) -> list[bool]:
@@ -142,15 +121,7 @@ def math_accuracy(
     """{"accuracy", "n", "samples"}: greedy decoding of every prompt, scored against label.answer."""
     outputs = generate_greedy(model, tokenizer, [p["prompt"] for p in prompts], max_new_tokens, batch_size)
     records = [
-        {
-            "id": p["id"],
-            "prompt": p["prompt"],
-            "response": text,
-            "label": p["label"],
-            "domain": "math",
-            "mode": p["mode"],
-            "finish_reason": reason,
-        }
+        rollout_record(p, text, domain="math", mode=p["mode"], finish_reason=reason)
         for p, (text, reason) in zip(prompts, outputs, strict=True)
     ]
     passed = score_math(records)

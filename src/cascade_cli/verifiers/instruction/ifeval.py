@@ -48,10 +48,7 @@ def _single_character(values: dict[str, Any]) -> str | None:
 
 @instruction(
     "keywords:letter_frequency",
-    validate=_single_character,
-    letter="str",
-    let_frequency="int",
-    let_relation="relation",
+    validate=_single_character, letter="str", let_frequency="int", let_relation="relation",
 )
 def keywords_letter_frequency(text: str, *, letter: str, let_frequency: int, let_relation: str) -> bool:
     """IFEval defines this for the letters a-z only: for anything else (`#`, `!` in two IFEval prompts) the
@@ -65,26 +62,24 @@ def keywords_letter_frequency(text: str, *, letter: str, let_frequency: int, let
 # ---- language and case ----
 
 
-@instruction("language:response_language", language="str")
-def response_language(text: str, *, language: str) -> bool:
+def _in_language(text: str, language: str) -> bool:
     detected = measure.detect_language(text)
     return True if detected is None else detected == language  # IFEval passes undetectable text
 
 
+@instruction("language:response_language", language="str")
+def response_language(text: str, *, language: str) -> bool:
+    return _in_language(text, language)
+
+
 @instruction("change_case:english_capital")
 def english_capital(text: str) -> bool:
-    if not text.isupper():
-        return False
-    detected = measure.detect_language(text)
-    return True if detected is None else detected == "en"
+    return text.isupper() and _in_language(text, "en")
 
 
 @instruction("change_case:english_lowercase")
 def english_lowercase(text: str) -> bool:
-    if not text.islower():
-        return False
-    detected = measure.detect_language(text)
-    return True if detected is None else detected == "en"
+    return text.islower() and _in_language(text, "en")
 
 
 @instruction("change_case:capital_word_frequency", capital_frequency="int", capital_relation="relation")
@@ -137,10 +132,7 @@ _FIRST_WORD_STOP = frozenset(".,?!'\"")
 
 @instruction(
     "length_constraints:nth_paragraph_first_word",
-    validate=_nth_within_count,
-    num_paragraphs="int",
-    nth_paragraph="int",
-    first_word="str",
+    validate=_nth_within_count, num_paragraphs="int", nth_paragraph="int", first_word="str",
 )
 def nth_paragraph_first_word(text: str, *, num_paragraphs: int, nth_paragraph: int, first_word: str) -> bool:
     """Paragraphs split on blank lines ("\\n\\n"); empty ones are not counted but keep their index."""

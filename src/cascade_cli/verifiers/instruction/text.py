@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import re
+import string
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -263,3 +264,11 @@ def split_sentences_by_rules(text: str) -> list[str]:
     if sentences and not sentences[-1]:
         sentences = sentences[:-1]
     return sentences
+
+
+PUNCTUATION = string.punctuation
+DROP_PUNCTUATION = str.maketrans("", "", PUNCTUATION)  # for str.translate
+
+
+def strip_punctuation(word: str) -> str:
+    return word.strip(PUNCTUATION + " ")

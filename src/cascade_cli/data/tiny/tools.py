@@ -14,7 +14,7 @@ from typing import Any
 
 from cascade_cli.chat import format_response
 from cascade_cli.data.formats import tool_call_text
-from cascade_cli.data.tiny_tasks import pool_of
+from cascade_cli.data.tiny.pools import pool_of
 
 NAME = "tools"
 CITIES: dict[str, tuple[int, str]] = {
@@ -25,43 +25,28 @@ CITIES: dict[str, tuple[int, str]] = {
     "Tokyo": (15, "rain"),
     "Quito": (12, "windy"),
 }
+
+
+def _function(name: str, description: str, **parameters: str) -> dict[str, Any]:
+    """An OpenAI-style function definition; `parameters` maps each (required) argument to its JSON type."""
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": {key: {"type": kind} for key, kind in parameters.items()},
+                "required": list(parameters),
+            },
+        },
+    }
+
+
 TOOLS: list[dict[str, Any]] = [
-    {
-        "type": "function",
-        "function": {
-            "name": "add",
-            "description": "Add two integers.",
-            "parameters": {
-                "type": "object",
-                "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-                "required": ["a", "b"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "multiply",
-            "description": "Multiply two integers.",
-            "parameters": {
-                "type": "object",
-                "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-                "required": ["a", "b"],
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "Current temperature (Celsius) and sky for a city.",
-            "parameters": {
-                "type": "object",
-                "properties": {"city": {"type": "string"}},
-                "required": ["city"],
-            },
-        },
-    },
+    _function("add", "Add two integers.", a="integer", b="integer"),
+    _function("multiply", "Multiply two integers.", a="integer", b="integer"),
+    _function("get_weather", "Current temperature (Celsius) and sky for a city.", city="string"),
 ]
 GREETINGS = ("Hello", "Good morning", "Hi there", "Hey", "Good evening")
 
