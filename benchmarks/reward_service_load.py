@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO_ROOT / "src"))
 
 from cascade_cli.chat import render_prompt  # noqa: E402
 from cascade_cli.reward_protocol import build_records  # noqa: E402
-from cascade_cli.scoring import score_records, verifier_problem  # noqa: E402
+from cascade_cli.verifiers.batch import score_records, verifier_problem  # noqa: E402
 
 
 def shared_data() -> Path:

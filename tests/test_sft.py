@@ -273,12 +273,11 @@ def test_resume_after_sigkill_equals_uninterrupted_run(tmp_path, tiny_dir, data_
 def test_heldout_scoring_and_prompt_loading(tmp_path, data_dir):
     prompts = heldout_eval.load_math_prompts(data_dir, limit=4)
     assert len(prompts) == 4 and prompts[0]["prompt"] == chat.render_prompt("What is 0+1?", mode="think")
-    assert heldout_eval.last_boxed("a \\boxed{\\frac{1}{2}} b") == "\\frac{1}{2}"
     records = [
         {"response": "<think>\n\\boxed{3}\n</think>\n\n\\boxed{4}", "label": {"answer": "4"}},
         {"response": "<think>\n\\boxed{4}\n</think>\n\nno box", "label": {"answer": "4"}},
     ]
-    assert [heldout_eval._fallback_passed(r["response"], r["label"]) for r in records] == [True, False]
+    assert heldout_eval.score_math(records) == [True, False]
     with pytest.raises(CascadeUsageError, match="row 1: expected label.answer"):
         heldout_eval.load_math_prompts(write_rows(tmp_path / "p.jsonl", [{"prompt": "hi", "label": {}}]))
 

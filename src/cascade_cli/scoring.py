@@ -13,7 +13,7 @@ from typing import Any
 
 from cascade_cli import verifiers
 from cascade_cli.errors import CascadeUsageError
-from cascade_cli.jsonl import write_jsonl
+from cascade_cli.jsonl import non_blank_lines, write_jsonl
 from cascade_cli.verifiers.batch import Options, RowResult, row_error, score_records, verifier_problem
 
 __all__ = ["Options", "parse_options", "read_records", "summarise", "summary_table", "verify_file"]
@@ -22,19 +22,11 @@ __all__ = ["Options", "parse_options", "read_records", "summarise", "summary_tab
 def read_records(path: str | Path) -> Iterator[tuple[int, Any]]:
     """(line number, parsed row or a RowResult error) for every non-blank line; a bad line is one row's error,
     not the batch's."""
-    path = Path(path)
-    if path.is_dir():
-        raise CascadeUsageError(f"{path}: expected a JSON Lines file of rollout records, found a directory")
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise CascadeUsageError(f"{path}: file not found") from None
-    for number, line in enumerate(lines, start=1):
-        if line.strip():
-            try:
-                yield number, json.loads(line)
-            except json.JSONDecodeError as error:
-                yield number, row_error(f"malformed JSON ({error.msg} at column {error.colno})")
+    for number, line in non_blank_lines(path, expected="a JSON Lines file of rollout records"):
+        try:
+            yield number, json.loads(line)
+        except json.JSONDecodeError as error:
+            yield number, row_error(f"malformed JSON ({error.msg} at column {error.colno})")
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -34,6 +34,7 @@ from cascade_cli.config.common import StageConfig
 from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console, print_warning
 from cascade_cli.data.io import RL_DOMAINS, load_canonical
+from cascade_cli.data.progress import progress_bar
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
 from cascade_cli.jsonl import write_jsonl
 from cascade_cli.records import DATA_FILE, HELDOUT_FILE, resolve_rows_path, rollout_record
@@ -241,22 +242,16 @@ def run_pass_rate_filter(
             if make_sampler is None:
                 raise ValueError("run_pass_rate_filter needs `sampler` or `make_sampler` to sample answers")
             sampler, close = make_sampler(config)
-        done = 0
-
-        def advance(status: Any, count: int) -> None:
-            nonlocal done
-            done += count
-            status.update(f"sampling k={config.k}: {done}/{len(todo)} prompts")
-
         try:
-            with console.status(f"sampling k={config.k}: 0/{len(todo)} prompts") as status:
+            with progress_bar("[bold]sampling[/] k={task.fields[k]}") as bar:
+                task = bar.add_task("sampling", total=len(todo), k=config.k)
                 fresh = estimate_pass_rates(
                     todo,
                     sampler,
                     config.k,
                     batch_prompts=config.batch_prompts,
                     workers=config.workers,
-                    on_batch=lambda count: advance(status, count),
+                    on_batch=lambda count: bar.advance(task, count),
                 )
         finally:
             close()

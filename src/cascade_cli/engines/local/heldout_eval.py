@@ -1,8 +1,7 @@
 """Greedy exact-answer accuracy on held-out math prompts, with transformers `generate`.
 
 A training stage reports it for its init model and its result, so a recipe shows what the stage bought.
-Scoring goes through the math verifier when it is installed (`cascade_cli.verifiers.get_verifier("math")`);
-otherwise the last `\\boxed{}` after `</think>` must equal `label.answer` as a string.
+Scoring goes through the one scoring path (`cascade_cli.verifiers.verify_batch`, the math verifier).
 """
 
 from __future__ import annotations
@@ -13,17 +12,17 @@ from typing import Any
 
 import torch
 
-from cascade_cli.chat import IM_END, MODES, answer_text, prompt_messages, render_messages
+from cascade_cli.chat import IM_END, MODES, prompt_messages, render_messages
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.records import (
     DATA_FILE,
     HELDOUT_FILE,
     iter_rows,
-    last_boxed,
     resolve_rows_path,
     rollout_record,
     row_prompt,
 )
+from cascade_cli.verifiers import verify_batch
 
 
 def resolve_prompt_file(path: str | Path) -> Path:
@@ -63,20 +62,9 @@ def load_math_prompts(path: str | Path, limit: int | None = None) -> list[dict[s
     return prompts
 
 
-def _fallback_passed(response: str, label: dict[str, Any]) -> bool:
-    found = last_boxed(answer_text(response))
-    return found is not None and found.strip() == str(label["answer"]).strip()
-
-
 def score_math(records: list[dict[str, Any]]) -> list[bool]:
-    """passed per rollout record, by the math verifier when available, else by string equality."""
-    try:
-        from cascade_cli.verifiers import get_verifier
-
-        verifier = get_verifier("math")
-    except (ImportError, KeyError, AttributeError):
-        return [_fallback_passed(r["response"], r["label"]) for r in records]
-    return [bool(verifier.score(record).passed) for record in records]
+    """passed per rollout record, through the one scoring path (the cached math verifier)."""
+    return [score.passed for score in verify_batch(records, domain="math")]
 
 
 @torch.no_grad()
