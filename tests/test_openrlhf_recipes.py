@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from cascade_cli import stages as kinds_module
 from cascade_cli.engines.openrlhf import flagset
-from cascade_cli.recipe import kinds as kinds_module
-from cascade_cli.recipe.kinds import StageKind
+from cascade_cli.stages import StageKind
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER = OmegaConf.to_container(OmegaConf.load(REPO / "tests" / "data" / "paper_numbers.yaml"))
