@@ -18,6 +18,8 @@ from cascade_cli.console import print_error
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
 
 OVERRIDES_COMMAND = "key=value"  # the hidden command of a group that runs with key=value words
+# Every word after the group's options is a key=value override: a stray option is reported as one.
+OVERRIDES_SETTINGS: dict[str, Any] = {"hidden": True, "context_settings": {"ignore_unknown_options": True}}
 
 
 class CascadeGroup(TyperGroup):

@@ -8,6 +8,7 @@ import typer
 
 from cascade_cli.cli.base import (
     OVERRIDES_COMMAND,
+    OVERRIDES_SETTINGS,
     OverridesArg,
     field_option,
     keys_command,
@@ -122,6 +123,6 @@ def register(app: typer.Typer) -> None:
     group = make_typer("prepare-data", cls=stage_group(PREPARE.config), invoke_without_command=True,
                        no_args_is_help=False)
     group.callback()(with_parameters(prepare_data_command, options))
-    group.command(OVERRIDES_COMMAND, hidden=True)(prepare_data_overrides)
+    group.command(OVERRIDES_COMMAND, **OVERRIDES_SETTINGS)(prepare_data_overrides)
     group.command("filter", cls=keys_command(FILTER_CONFIG))(prepare_data_filter_command)
     app.add_typer(group, name="prepare-data")

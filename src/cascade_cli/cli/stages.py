@@ -13,6 +13,7 @@ import typer
 
 from cascade_cli.cli.base import (
     OVERRIDES_COMMAND,
+    OVERRIDES_SETTINGS,
     OverridesArg,
     field_option,
     given,
@@ -143,7 +144,7 @@ def register(app: typer.Typer) -> None:
         if word in parents:  # `cascade rlhf ...` runs a stage and holds `cascade rlhf rm`
             groups[word] = make_typer(word, cls=stage_group(kind.config), invoke_without_command=True)
             groups[word].callback()(_group_callback(kind))
-            groups[word].command(OVERRIDES_COMMAND, hidden=True)(_overrides_command(kind))
+            groups[word].command(OVERRIDES_COMMAND, **OVERRIDES_SETTINGS)(_overrides_command(kind))
             app.add_typer(groups[word], name=word)
         else:
             app.command(word, cls=keys_command(kind.config))(_stage_command(kind))
