@@ -292,7 +292,7 @@ def test_dry_run_prints_commands_without_torch_or_ray(tmp_path):
     script = textwrap.dedent(f"""
         import sys
         from cascade_cli.config.sft import SFTConfig
-        from cascade_cli.recipe.kinds import run_config
+        from cascade_cli.stages import run_config
         result = run_config(SFTConfig(engine="openrlhf", dry_run=True, data="d.jsonl", init="Qwen/Qwen3-8B-Base",
                                       out={str(tmp_path / "sft")!r}))
         assert result["dry_run"], result

@@ -83,3 +83,65 @@ def test_recipe_run_skip_only_and_plan_equivalence(tmp_path, cli):
     assert set(planned) == set(ran)
     for key in ("train/loss", "eval/accuracy", "eval/init_accuracy"):
         assert planned[key] == ran[key], key
+
+
+DATA_ONLY = """
+name: data_only
+model: tiny
+run_dir: {run_dir}
+stages:
+  math:
+    kind: prepare_data
+    source: tiny:math
+    n: 12
+  code:
+    kind: prepare_data
+    source: tiny:code
+    n: 12
+"""
+
+
+def _records(run_dir: Path) -> dict:
+    return json.loads((run_dir / "run.json").read_text())["stages"]
+
+
+def test_recipe_run_restarts_changed_stages_and_resumes_interrupted_ones(tmp_path, cli):
+    recipe = tmp_path / "data_only.yaml"
+    recipe.write_text(textwrap.dedent(DATA_ONLY.format(run_dir=tmp_path / "run")))
+    assert cli(["recipe", "run", recipe]).exit_code == 0
+    records = _records(tmp_path / "run")
+    assert records["math"]["restart"] is False and records["math"]["config"]["n"] == 12
+
+    # A changed key: printed, and that stage runs with restart=true (the other one is skipped).
+    result = cli(["recipe", "run", recipe, "stages.math.n=16"])
+    assert result.exit_code == 0, result.output
+    assert "stage math changed since its last run: n: 12 -> 16; starting it over" in " ".join(result.output.split())
+    assert result.output.count("skip stage") == 1 and _records(tmp_path / "run")["math"]["restart"] is True
+
+    # An interrupted stage with the same config runs with restart=false (its trainer resumes it).
+    manifest = json.loads((tmp_path / "run" / "run.json").read_text())
+    manifest["stages"]["code"]["status"] = "running"
+    (tmp_path / "run" / "run.json").write_text(json.dumps(manifest))
+    result = cli(["recipe", "run", recipe, "stages.math.n=16"])
+    assert result.exit_code == 0 and "changed since" not in result.output
+    assert _records(tmp_path / "run")["code"]["restart"] is False
+    assert _records(tmp_path / "run")["code"]["status"] == "completed"
+
+    # --from and --restart start the stages they select over.
+    assert cli(["recipe", "run", recipe, "stages.math.n=16", "--from", "code"]).exit_code == 0
+    assert _records(tmp_path / "run")["code"]["restart"] is True
+    result = cli(["recipe", "run", recipe, "stages.math.n=16", "--restart"])
+    assert result.exit_code == 0 and "skip stage" not in result.output
+    assert all(record["restart"] for record in _records(tmp_path / "run").values())
+
+
+def test_stage_command_restart_flag_reaches_the_trainer(cli, tmp_path):
+    """`cascade sft --restart` sets the config key `restart` (recorded in the checkpoint's manifest)."""
+    assert cli(["prepare-data", "--source", "tiny:sft", "--out", tmp_path / "data", "--n", "8"]).exit_code == 0
+    args = ["sft", "--init", "tiny", "--data", tmp_path / "data", "--out", tmp_path / "sft", "max_steps=1",
+            "batch_size=2", "max_seq_len=64", "threads=1"]
+    result = cli([*args, "--restart"])
+    assert result.exit_code == 0, result.output
+    assert read_manifest(tmp_path / "sft")["config"]["restart"] is True
+    bad = cli([*args, "restart=maybe"])
+    assert bad.exit_code == 2 and "restart" in bad.output

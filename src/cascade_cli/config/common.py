@@ -11,17 +11,28 @@ from omegaconf import MISSING
 class ClusterConfig:
     """Where an `openrlhf` stage runs. Ignored by the local engine."""
 
+    # Ray dashboard address that `ray job submit` talks to.
     ray_address: str = "http://127.0.0.1:8265"
+    # Nodes in the Ray cluster.
     nodes: int = 1
+    # GPUs on each node.
     gpus_per_node: int = 8
+    # GPUs for the actor (policy) training; null: every GPU of the cluster.
     actor_gpus: int | None = None
+    # GPUs for the reference model; null: OpenRLHF's layout (shared with the actor when colocated).
     ref_gpus: int | None = None
+    # GPUs for a critic (GRPO has none); null: OpenRLHF's layout.
     critic_gpus: int | None = None
+    # GPUs for a reward model served by OpenRLHF; null: OpenRLHF's layout.
     reward_gpus: int | None = None
     vllm_engines: int = 8  # colocate_all: vllm_engines x vllm_tensor_parallel_size must equal the actor GPUs
+    # GPUs per vLLM engine (tensor parallel).
     vllm_tensor_parallel_size: int = 1
+    # Actor, reference and vLLM engines share the GPUs, sleeping in turn (--train.colocate_all).
     colocate_all: bool = True
+    # Ray runtime env of the job as a JSON object (pip, env_vars, working_dir); empty: none.
     runtime_env_json: str = ""
+    # Reward service URLs (`cascade verify --serve`, http://HOST:PORT/get_reward) the job scores with.
     reward_urls: list[str] = field(default_factory=list)
 
 
@@ -30,10 +41,17 @@ class StageConfig:
     """Common stage keys. `init` defaults to the previous stage's `out`; `out` to RUN_DIR/STAGE_NAME."""
 
     kind: str = MISSING
+    # Stage name (a recipe sets the stage's key); shown in logs, manifests and job ids.
     name: str = ""
+    # local (this process) or openrlhf (OpenRLHF jobs on a Ray cluster; see cluster.*).
     engine: str = "local"
+    # Start model: tiny, tiny:SEED, a checkpoint directory or a hub id (recipe: the previous stage's out).
     init: str | None = None
+    # Output directory (recipe: RUN_DIR/STAGE_NAME).
     out: str | None = None
+    # Random seed (data order, sampling, the tiny model's init).
     seed: int = 0
+    # Print the commands the stage would run (engine openrlhf) and stop.
     dry_run: bool = False
+    restart: bool = False  # start over even when OUT holds a run with another config
     cluster: ClusterConfig = field(default_factory=ClusterConfig)

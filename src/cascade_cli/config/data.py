@@ -26,12 +26,15 @@ class PrepareDataConfig(StageConfig):
     holdout: int = 0  # rows written to heldout.jsonl instead of data.jsonl (for evaluation)
     # tiny:sft only: share of wrong math/code/if answers (headroom for RL) and the task mix.
     wrong_fraction: float = 0.2
+    # tiny:sft task mix, task -> weight.
     mix: dict[str, float] = field(default_factory=dict)
     # Filters on the training rows (issue 11): drop rows whose prompt shares a word n-gram with (or equals,
     # after normalisation) a benchmark prompt or a prompt of another data set (paper: 9-grams; SFT and RL
     # prompts strictly disjoint). Benchmarks by name (math500, aime24, aime25, ifeval, humaneval, ...) or file.
     decontaminate_against: list[str] = field(default_factory=list)
+    # Data files or prepare-data folders whose prompts are dropped from these rows.
     exclude_prompts_from: list[str] = field(default_factory=list)
+    # Word n-gram length of the overlap checks.
     ngram_n: int = 9
     # Token-length percentiles in the data card with this tokenizer: `tiny` (the embedded char-level one) or
     # a tokenizer folder / model id; without it the card reports character lengths only.
@@ -42,6 +45,7 @@ class PrepareDataConfig(StageConfig):
     # pairs (ties dropped). drop_math_code drops math and competitive-programming prompts
     # (data/prompt_filters.py; for RLHF prompts).
     format: str = "auto"
+    # Drop math and competitive-programming prompts (for RLHF prompts).
     drop_math_code: bool = False
     # Drop rows whose answers (assistant turns, a pair's chosen side) switch language or script away from the
     # prompt's (verifiers/language.py), as the paper filters its data.

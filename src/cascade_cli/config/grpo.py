@@ -26,9 +26,13 @@ PROMPT_MODES = ("think", "no_think", "half", "row")
 class PhaseConfig:
     """One part of a response-length schedule; unset keys fall back to the stage's top-level values."""
 
+    # Optimizer steps of this phase.
     steps: int = MISSING
+    # Response token limit in this phase (unset: the stage's max_response_len).
     max_response_len: Optional[int] = None
+    # Sampling temperature in this phase (unset: the stage's temperature).
     temperature: Optional[float] = None
+    # Overlong filtering in this phase (unset: the stage's overlong_filter).
     overlong_filter: Optional[bool] = None
 
 
@@ -42,40 +46,59 @@ class RolloutConfig:
 
 @dataclass
 class GRPOConfig(StageConfig):
+    # Canonical RL rows (prompt + label): a .jsonl/.parquet file or a prepare-data directory.
     data: str = MISSING
     eval_data: Optional[str] = None  # held-out rows: greedy accuracy before and after the stage
     eval_max_new_tokens: Optional[int] = None  # default: the last phase's max_response_len
+    # Held-out rows scored before and after (unset: all of eval_data).
     eval_limit: Optional[int] = None
     # Prompt mode: think | no_think | half (half of each batch each way, RLHF) | row (each row's "mode").
     # Unset: the domain's paper default (if -> no_think; math, code, swe -> think).
     mode: Optional[str] = None
     # Schedule: `steps` optimizer steps, or the sum of `phases[].steps` when phases are given.
     steps: int = 40
+    # Response-length schedule: a list of {steps, max_response_len, temperature, overlong_filter}.
     phases: list[PhaseConfig] = field(default_factory=list)
+    # Prompts sampled per optimizer step (each gets group_size responses).
     prompts_per_step: int = 16
+    # Responses per prompt (the GRPO group the advantage is normalised in).
     group_size: int = 8
+    # Prompt token limit (longer prompts keep their last tokens).
     max_prompt_len: int = 1024
+    # Response token limit (new tokens per rollout).
     max_response_len: int = 64
+    # Rollout sampling temperature.
     temperature: float = 1.0
+    # Rollout nucleus sampling (1.0: off).
     top_p: float = 0.95
+    # Rollout top-k sampling (-1: off).
     top_k: int = -1
     # Truncated responses: masked out of the loss (True), else kept with reward `truncated_reward`
     # (the paper: 0; unset = the verifier's score as is, as RLHF does with its reward model).
     overlong_filter: bool = False
+    # Reward of a truncated response when overlong_filter is off (null: its score as is).
     truncated_reward: Optional[float] = 0.0
     # Batch-level (DAPO) dynamic filtering: drop all-correct / all-wrong groups, refill from the data.
     dynamic_filter: bool = False
     dynamic_filter_max_rounds: int = 4  # generation rounds per step before training on what was kept
     # Epoch-level filtering: after each epoch drop 0% / 100% prompts; re-add them with these probabilities.
     epoch_filter: bool = False
+    # Chance to re-add a dropped 0%-solved prompt in the next epoch.
     epoch_filter_hard_p: float = 0.1
+    # Chance to re-add a dropped 100%-solved prompt in the next epoch.
     epoch_filter_easy_p: float = 0.01
     # Optimisation: strictly on-policy (one step per rollout batch), token-level loss.
+    # AdamW learning rate (constant).
     lr: float = 1e-5
+    # AdamW weight decay.
     weight_decay: float = 0.0
+    # AdamW beta1.
     beta1: float = 0.9
+    # AdamW beta2.
     beta2: float = 0.95
+    # Gradient clipping norm (0: off).
     max_grad_norm: float = 1.0
+    # Added to a group's reward std before dividing (all-equal groups get advantage 0).
     adv_eps: float = 1e-6
     kl_coef: float = 0.0  # > 0: k3 KL to the frozen initial policy
     # token: sum over the step's tokens / their count (paper default); sequence: each response's token
@@ -86,11 +109,14 @@ class GRPOConfig(StageConfig):
     dtype: str = "auto"  # auto (bf16 on GPU, fp32 on CPU) | float32 | bfloat16
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     # Rewards: the verifier registry (the same path as `cascade verify`).
+    # Verifier worker processes.
     verify_workers: int = 1
+    # Options per verifier, e.g. {code: {all_tests: true}} (as `cascade verify --option`).
     verifier_options: dict[str, Any] = field(default_factory=dict)
     # Bookkeeping.
     save_every: int = 0  # checkpoint (weights + trainer_state/) every N steps; 0 = only at the end
     resume: bool = True  # continue from OUT/trainer_state when present
+    # Also write TensorBoard logs to OUT/tensorboard.
     tensorboard: bool = False
 
 
@@ -99,6 +125,7 @@ class RLVRConfig(GRPOConfig):
     """`cascade rlvr --domain {if,math,code,swe}`: GRPO on a rule-based verifier's reward."""
 
     kind: str = "rlvr"
+    # if | math | code | swe: picks the verifier that scores each response.
     domain: str = MISSING
 
 

@@ -28,11 +28,17 @@ class RLHFConfig(GRPOConfig):
     """
 
     kind: str = "rlhf"
+    # Reward-model checkpoint (from `cascade rlhf rm`) that scores the answers.
     reward_model: str = MISSING
+    # Prompt mode (half: half of each batch thinks, half does not).
     mode: Optional[str] = "half"
+    # Truncated responses keep their RM score (null) unless a number is given.
     truncated_reward: Optional[float] = None
+    # A code-switching response gets the batch's lowest score minus code_switch_margin.
     code_switch_penalty: bool = True
+    # How far below the batch's lowest score a code-switching response lands.
     code_switch_margin: float = 10.0
+    # none | zscore_tanh (each group's RM scores z-scored, then tanh).
     reward_shaping: str = "none"
     rm_batch_size: int = 32  # sequences per reward-model forward
     rm_max_len: int = 4096  # longer (prompt + answer) texts keep their last rm_max_len tokens

@@ -19,22 +19,33 @@ class RewardModelConfig(StageConfig):
     # Held-out pairs for pairwise accuracy; unset: heldout.jsonl of a prepare-data directory, else a
     # `heldout_fraction` of the data (split off before training, seeded).
     eval_data: Optional[str] = None
+    # Share of the pairs held out when there is no eval_data or heldout.jsonl.
     heldout_fraction: float = 0.1
     skip_bad_rows: bool = False  # drop pairs with an empty side, identical sides or a missing field
     # The RM reads the conversation with the answer only (text after </think>), as RLHF scores it.
     strip_thinking: bool = True
     max_seq_len: int = 512  # longer pairs are truncated from the left (the answer's end is what is scored)
     epochs: float = 1.0  # the paper: one epoch (longer was worse)
+    # Optimizer steps; overrides `epochs`.
     max_steps: Optional[int] = None
     batch_size: int = 16  # pairs per optimizer step
     micro_batch: int = 16  # pairs per forward/backward
+    # Peak learning rate (cosine schedule with warmup).
     lr: float = 2e-5
+    # The cosine decays to this.
     min_lr: float = 0.0
+    # Share of the steps spent warming the learning rate up.
     warmup_ratio: float = 0.03
+    # AdamW weight decay.
     weight_decay: float = 0.0
+    # AdamW beta1.
     beta1: float = 0.9
+    # AdamW beta2.
     beta2: float = 0.95
+    # Gradient clipping norm (0: off).
     max_grad_norm: float = 1.0
     bf16: bool = True  # autocast where the hardware has bf16; master weights stay float32
+    # Log metrics every N optimizer steps.
     log_every: int = 1
+    # Also write TensorBoard logs to OUT/tensorboard.
     tensorboard: bool = False

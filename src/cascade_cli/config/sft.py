@@ -15,29 +15,41 @@ class SFTConfig(StageConfig):
     # A canonical .jsonl file, or a directory holding data.jsonl (what `cascade prepare-data` writes).
     data: str = MISSING
     max_seq_len: int = 512  # longer examples are truncated (their tail loses its loss)
+    # Passes over the data (fractions allowed).
     epochs: float = 1.0
     max_steps: int | None = None  # optimizer steps; overrides `epochs`
     batch_size: int = 8  # sequences (packed rows when packing=true) per micro-batch
+    # Micro-batches per optimizer step.
     grad_accum: int = 1
+    # Peak learning rate (cosine schedule with warmup).
     lr: float = 5e-5
     min_lr: float = 0.0  # the cosine decays to this
+    # Share of the steps spent warming the learning rate up.
     warmup_ratio: float = 0.03
     weight_decay: float = 1e-4  # not applied to norms and biases
+    # AdamW beta1.
     beta1: float = 0.9
+    # AdamW beta2.
     beta2: float = 0.95
     max_grad_norm: float = 1.0  # 0 disables clipping
     packing: bool = False  # several examples per row, attention kept within each example
     bf16: bool = True  # bf16 autocast where the hardware has native bf16; fp32 master weights always
+    # Shuffle the rows every epoch (seeded).
     shuffle: bool = True
     threads: int = 0  # CPU threads for torch; 0 = the idle cores (cores minus the load average)
     save_every: int = 0  # write trainer_state/ every N optimizer steps (0: only at the end)
     resume: bool = True  # continue from OUT/trainer_state when present
     stop_after: int | None = None  # stop (state saved) after this step, as if killed; for resume tests
+    # Log metrics every N optimizer steps.
     log_every: int = 1
+    # Also write TensorBoard logs to OUT/tensorboard.
     tensorboard: bool = False
     # Held-out math prompts (canonical math rows, a file or a prepare-data directory): greedy exact-answer
     # accuracy of the init and the trained model is printed and stored in the manifest.
     eval_prompts: str | None = None
+    # Token limit of each greedy held-out answer.
     eval_max_new_tokens: int = 64
+    # Held-out prompts scored at most.
     eval_limit: int = 200
+    # Held-out prompts per generation batch.
     eval_batch_size: int = 32

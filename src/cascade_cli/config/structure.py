@@ -36,7 +36,11 @@ def structure(config_cls: type[T], values: dict[str, Any] | DictConfig, where: s
             full = f"{prefix}.{missing[0]}" if prefix else missing[0]
             location = f"{where}: " if where else ""
             raise CascadeUsageError(f"{location}{full}: missing required value")
-        return OmegaConf.to_object(merged)  # type: ignore[return-value]
+        try:
+            return OmegaConf.to_object(merged)  # type: ignore[return-value]
+        except CascadeUsageError as error:  # a check in the dataclass's __post_init__
+            location = "".join(f"{part}: " for part in (where, prefix) if part)
+            raise CascadeUsageError(f"{location}{error}") from None
     except OmegaConfBaseException as error:
         raise CascadeUsageError(describe_error(error, where, prefix)) from None
 

@@ -1,6 +1,6 @@
 """Evaluation: benchmark registry, generation + scoring (avg@k, pass@k), and the per-stage cascade report.
 
-evaluate_checkpoint(model_dir, ["math500", "ifeval"], k=8, out_dir=...) -> results dict
+evaluate_checkpoint(model_dir, ["math500", "ifeval"], EvalSettings(k=8), out_dir=...) -> results dict
 score_responses("responses.jsonl", ["aime24"]) -> results dict (no generation)
 evaluate_stage(run_dir, stage, model_dir, EvalConfig(...)) -> writes RUN_DIR/eval/STAGE/results.json
 write_report(run_dir, max_regression=3.0) -> report.md + report.png

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable
@@ -13,33 +14,21 @@ from typing import Any
 
 from cascade_cli.chat import check_mode, render_prompt
 from cascade_cli.checkpoint import require_model_dir
+from cascade_cli.config.eval import EvalSettings
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.evaluation.benchmarks import Benchmark, resolve_benchmarks
 from cascade_cli.evaluation.responses import match_responses, self_labelled_records
 from cascade_cli.evaluation.scoring import score_benchmark
 from cascade_cli.jsonl import write_jsonl
-from cascade_cli.verifiers import get_verifier, known_domains
+from cascade_cli.records import rollout_record
+from cascade_cli.verifiers import known_domains
+from cascade_cli.verifiers.batch import verifier_problem
 
 RESULTS_NAME = "results.json"
 SAMPLES_NAME = "samples.jsonl"
-BACKENDS = ("auto", "vllm", "hf")
+SETTING_KEYS = [setting.name for setting in dataclasses.fields(EvalSettings)]
 
 Progress = Callable[[str, int, int], None]  # (benchmark, done, total) after each step
-
-
-def _check_settings(
-    k: int | None, mode: str | None, backend: str, max_tokens: int, limit: int | None
-) -> None:
-    if k is not None and k < 1:
-        raise CascadeUsageError(f"--k must be at least 1; found {k}")
-    if mode is not None and mode not in ("think", "no_think"):
-        raise CascadeUsageError(f"--mode must be think or no_think; found {mode!r}")
-    if backend not in BACKENDS:
-        raise CascadeUsageError(f"--backend must be one of {', '.join(BACKENDS)}; found {backend!r}")
-    if max_tokens < 1:
-        raise CascadeUsageError(f"--max-tokens must be at least 1; found {max_tokens}")
-    if limit is not None and limit < 1:
-        raise CascadeUsageError(f"--limit must be at least 1; found {limit}")
 
 
 def _load(benchmarks: list[Benchmark], limit: int | None) -> dict[str, list[dict[str, Any]]]:
@@ -55,16 +44,13 @@ def _load(benchmarks: list[Benchmark], limit: int | None) -> dict[str, list[dict
 def _check_verifiers(groups: list[tuple[str, str]]) -> None:
     """Fail before any model loads when a benchmark's verifier cannot be built (unknown domain, not installed)."""
     for name, domain in groups:
-        try:
-            get_verifier(domain)
-        except KeyError:
+        if domain not in known_domains():
             raise CascadeUsageError(
                 f"benchmark {name}: no verifier for domain {domain!r}; known domains: {', '.join(known_domains())}"
-            ) from None
-        except ImportError as error:
-            raise CascadeUsageError(
-                f"benchmark {name}: the {domain!r} verifier is not available ({error})"
-            ) from None
+            )
+        problem = verifier_problem(domain, {})  # builds the cached verifier that scoring then uses
+        if problem:
+            raise CascadeUsageError(f"benchmark {name}: {problem}")
 
 
 def write_results(out_dir: str | Path, results: dict[str, Any], samples: list[dict[str, Any]]) -> Path:
@@ -78,16 +64,8 @@ def write_results(out_dir: str | Path, results: dict[str, Any], samples: list[di
 def evaluate_checkpoint(
     model_dir: str | Path,
     benchmarks: list[str] | list[Benchmark] | str,
-    k: int | None = None,
+    settings: EvalSettings | None = None,
     *,
-    mode: str | None = None,
-    max_tokens: int = 1024,
-    temperature: float = 0.6,
-    top_p: float = 0.95,
-    limit: int | None = None,
-    backend: str = "auto",
-    seed: int = 0,
-    workers: int = 1,
     out_dir: str | Path | None = None,
     benchmark_file: str | Path | None = None,
     domain: str | None = None,
@@ -95,10 +73,10 @@ def evaluate_checkpoint(
 ) -> dict[str, Any]:
     """Generate k samples per problem with the checkpoint and score them -> the results dict.
 
-    `k` and `mode` default to each benchmark's own (k: 64 AIME, 8 IF/code; mode: no_think for IFEval).
-    Writes `results.json` and `samples.jsonl` under `out_dir` when given.
+    `settings` (default `EvalSettings()`): `k` and `mode` unset mean each benchmark's own (k: 64 AIME,
+    8 IF/code; mode: no_think for IFEval). Writes `results.json` and `samples.jsonl` under `out_dir` when given.
     """
-    _check_settings(k, mode, backend, max_tokens, limit)
+    settings = settings or EvalSettings()
     from cascade_cli.tiny import is_tiny_spec, resolve_model
 
     if is_tiny_spec(str(model_dir)):
@@ -107,66 +85,52 @@ def evaluate_checkpoint(
     specs = [b for b in benchmarks if isinstance(b, Benchmark)] if isinstance(benchmarks, list) else []
     names = [b for b in benchmarks if isinstance(b, str)] if isinstance(benchmarks, list) else benchmarks
     specs += resolve_benchmarks(names, benchmark_file, domain) if names or benchmark_file else []
-    rows_by_name = _load(specs, limit)  # bad names, files and domains fail before the model loads
+    rows_by_name = _load(specs, settings.limit)  # bad names, files and domains fail before the model loads
     _check_verifiers([(bench.name, bench.domain) for bench in specs])
 
     from cascade_cli.engines.local.generation import Generator
 
     started = time.time()
-    generator = Generator(str(model_dir), backend=backend, seed=seed)
+    generator = Generator(str(model_dir), backend=settings.backend, seed=settings.seed)
     results: dict[str, Any] = {}
     samples: list[dict[str, Any]] = []
     try:
         for bench in specs:
             rows = rows_by_name[bench.name]
-            bench_k = k or bench.default_k
-            bench_mode = check_mode(mode or bench.mode)
+            bench_k = settings.k or bench.default_k
+            bench_mode = check_mode(settings.mode or bench.mode)
             prompts = [render_prompt(row["prompt"], bench_mode) for row in rows]
             if progress:
                 progress(bench.name, 0, len(rows))
             t0 = time.time()
             completions = generator.generate(
-                prompts, n=bench_k, max_new_tokens=max_tokens, temperature=temperature, top_p=top_p
+                prompts, n=bench_k, max_new_tokens=settings.max_tokens, temperature=settings.temperature,
+                top_p=settings.top_p,
             )
             gen_seconds = time.time() - t0
             records = [
                 {
-                    "id": row["id"],
-                    "prompt": row["prompt"],
-                    "response": completion.text,
-                    "label": row["label"],
-                    "domain": bench.domain,
-                    "mode": bench_mode,
-                    "finish_reason": completion.finish_reason,
+                    **rollout_record(row, completion.text, domain=bench.domain, mode=bench_mode,
+                                     finish_reason=completion.finish_reason),
                     "sample_index": index,
                 }
                 for row, outs in zip(rows, completions, strict=True)
                 for index, completion in enumerate(outs)
             ]
             summary, verdicts = score_benchmark(
-                records, name=bench.name, domain=bench.domain, metric=bench.metric, k=bench_k, workers=workers
+                records, name=bench.name, domain=bench.domain, metric=bench.metric, k=bench_k, workers=settings.workers
             )
             summary.update(mode=bench_mode, generation_seconds=round(gen_seconds, 3))
             results[bench.name] = summary
             samples.extend({"benchmark": bench.name, **verdict} for verdict in verdicts)
             if progress:
                 progress(bench.name, len(rows), len(rows))
-        backend_used = getattr(generator, "backend", backend)
+        backend_used = getattr(generator, "backend", settings.backend)
     finally:
         generator.close()
     output = {
         "model": str(model_dir),
-        "settings": {
-            "k": k,
-            "mode": mode,
-            "max_tokens": max_tokens,
-            "temperature": temperature,
-            "top_p": top_p,
-            "limit": limit,
-            "backend": backend,
-            "backend_used": backend_used,
-            "seed": seed,
-        },
+        "settings": {**{key: getattr(settings, key) for key in SETTING_KEYS}, "backend_used": backend_used},
         "benchmarks": results,
         "seconds": round(time.time() - started, 3),
         "evaluated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -230,17 +194,4 @@ def evaluate_stage(run_dir: str | Path, stage: str, model_dir: str | Path, confi
     """The recipe hook: evaluate a stage's checkpoint with an `EvalConfig` into RUN_DIR/eval/STAGE/."""
     from cascade_cli.evaluation.report import stage_eval_dir
 
-    return evaluate_checkpoint(
-        model_dir,
-        list(config.benchmarks),
-        config.k,
-        mode=config.mode,
-        max_tokens=config.max_tokens,
-        temperature=config.temperature,
-        top_p=config.top_p,
-        limit=config.limit,
-        backend=config.backend,
-        seed=config.seed,
-        workers=config.workers,
-        out_dir=stage_eval_dir(run_dir, stage),
-    )
+    return evaluate_checkpoint(model_dir, list(config.benchmarks), config, out_dir=stage_eval_dir(run_dir, stage))

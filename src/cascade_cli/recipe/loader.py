@@ -16,8 +16,8 @@ from omegaconf.errors import OmegaConfBaseException
 
 from cascade_cli.config.structure import describe_error, parse_overrides, structure
 from cascade_cli.errors import CascadeUsageError
-from cascade_cli.recipe.kinds import STAGE_KINDS, StageKind
 from cascade_cli.recipe.schema import RecipeConfig
+from cascade_cli.stages import STAGE_KINDS, StageKind
 
 RECIPE_FIELDS = [f.name for f in dataclasses.fields(RecipeConfig)]
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 from typing import Any
 
 from omegaconf import OmegaConf
 
+from cascade_cli.config.eval import EvalSettings
 from cascade_cli.config.structure import to_plain
 from cascade_cli.recipe.loader import Recipe, Stage
 
@@ -64,16 +66,15 @@ def stage_argv(stage: Stage) -> list[str]:
 
 
 def eval_argv(recipe: Recipe, name: str, model: str) -> list[str]:
-    """The `cascade eval` command a recipe's `eval` block runs after a stage."""
+    """The `cascade eval` command a recipe's `eval` block runs after a stage: one --flag per set EvalSettings key."""
     config = recipe.eval
     argv = ["cascade", "eval", "--model", model, "--benchmarks", ",".join(config.benchmarks)]
     argv += ["--out", f"{recipe.recipe.run_dir}/eval/{name}"]
-    for flag, value in (("k", config.k), ("mode", config.mode), ("limit", config.limit)):
+    for setting in dataclasses.fields(EvalSettings):
+        value = getattr(config, setting.name)
         if value is not None:
-            argv += [f"--{flag}", str(value)]
-    argv += ["--max-tokens", str(config.max_tokens), "--temperature", str(config.temperature)]
-    argv += ["--top-p", str(config.top_p), "--backend", config.backend, "--seed", str(config.seed)]
-    return argv + ["--workers", str(config.workers)]
+            argv += [f"--{setting.name.replace('_', '-')}", str(value)]
+    return argv
 
 
 def plan_lines(recipe: Recipe, stages: list[Stage] | None = None) -> list[str]:

@@ -1,11 +1,15 @@
 """`recipe run`: run stages in order, record `RUN_DIR/run.json`, skip stages already done with the same inputs.
 
 A stage is skipped when run.json says it completed with the same resolved config fingerprint and the same
-input fingerprints, and its output still exists. `--from STAGE` reruns from a stage on; `--only` runs one.
+input fingerprints, and its output still exists. A stage run.json recorded with another config or inputs
+starts over (`restart=true`; the changed keys are printed: editing the recipe was the user's decision); an
+interrupted stage with the same config runs with `restart=false`, so its trainer resumes it. `--from STAGE`
+reruns from a stage on and `--only` runs one, both starting the stages they select over; so does `--restart`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -32,8 +36,15 @@ def input_fingerprint(value: str) -> str:
     return fingerprint_path(path)
 
 
-def stage_fingerprints(stage: Stage) -> tuple[str, dict[str, str]]:
+def stage_values(stage: Stage) -> dict[str, Any]:
+    """The stage's config as recorded in run.json: `restart` says how to run it, not what it computes."""
     config = to_plain(stage.config)
+    config.pop("restart", None)
+    return config
+
+
+def stage_fingerprints(stage: Stage) -> tuple[str, dict[str, str]]:
+    config = stage_values(stage)
     inputs = {
         key: input_fingerprint(str(config[key]))
         for key in INPUT_KEYS
@@ -78,6 +89,38 @@ def is_up_to_date(record: dict[str, Any] | None, stage: Stage, fingerprints: tup
     return Path(stage.out).exists()
 
 
+def _flat(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in values.items():
+        if isinstance(value, dict) and value:
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def changed_keys(record: dict[str, Any] | None, stage: Stage, fingerprints: tuple[str, dict[str, str]]) -> list[str]:
+    """What differs from the run run.json recorded: `key: old -> new` per config key, `key (input changed)`
+    per input; [] when nothing was recorded or nothing changed."""
+    if not record or "config_fingerprint" not in record:
+        return []
+    changes = []
+    if record["config_fingerprint"] != fingerprints[0]:
+        before, after = _flat(record.get("config") or {}), _flat(stage_values(stage))
+        changes += [
+            f"{key}: {before.get(key)!r} -> {after.get(key)!r}"
+            for key in sorted(set(before) | set(after))
+            if before.get(key) != after.get(key)
+        ] if before else ["config (keys not recorded)"]
+    old_inputs = record.get("input_fingerprints") or {}
+    changes += [
+        f"{key} (input changed)"
+        for key in sorted(set(old_inputs) | set(fingerprints[1]))
+        if old_inputs.get(key) != fingerprints[1].get(key)
+    ]
+    return changes
+
+
 def _evaluate(recipe: Recipe, name: str, model: str, record: dict[str, Any], run_dir: Path) -> None:
     """Evaluate one checkpoint into RUN_DIR/eval/NAME/, unless done already for the same eval config."""
     from cascade_cli.evaluation import evaluate_stage, stage_eval_dir
@@ -92,8 +135,11 @@ def _evaluate(recipe: Recipe, name: str, model: str, record: dict[str, Any], run
     record.update(eval="completed", eval_fingerprint=fingerprint)
 
 
-def run_recipe(recipe: Recipe, from_stage: str | None = None, only: str | None = None) -> dict[str, Any]:
-    """Run the selected stages (and the recipe's evals and report); returns the run manifest."""
+def run_recipe(
+    recipe: Recipe, from_stage: str | None = None, only: str | None = None, restart: bool = False
+) -> dict[str, Any]:
+    """Run the selected stages (and the recipe's evals and report); returns the run manifest.
+    `restart`: start every selected stage over."""
     run_dir = Path(recipe.recipe.run_dir)
     manifest = _read_run_manifest(run_dir)
     manifest.update(
@@ -105,7 +151,7 @@ def run_recipe(recipe: Recipe, from_stage: str | None = None, only: str | None =
     )
     records: dict[str, Any] = manifest.setdefault("stages", {})
     selected = select_stages(recipe, from_stage, only)
-    forced = {stage.name for stage in selected} if (from_stage or only) else set()
+    forced = {stage.name for stage in selected} if (from_stage or only or restart) else set()
     if recipe.evaluates and recipe.eval.include_base and not (from_stage or only):
         _evaluate(recipe, "base", recipe.recipe.model, manifest.setdefault("base", {}), run_dir)
         _write_run_manifest(run_dir, manifest)
@@ -118,11 +164,18 @@ def run_recipe(recipe: Recipe, from_stage: str | None = None, only: str | None =
                 _write_run_manifest(run_dir, manifest)
             continue
         console.rule(f"stage {stage.name} ({stage.kind.kind})")
+        changes = changed_keys(records.get(stage.name), stage, fingerprints)
+        if changes:
+            console.print(f"stage [bold]{stage.name}[/] changed since its last run: {'; '.join(changes)}; starting it over")
+        config = dataclasses.replace(stage.config, restart=stage.name in forced or bool(changes))
         started = time.time()
-        records[stage.name] = {"kind": stage.kind.kind, "out": stage.out, "status": "running", "started": started}
+        records[stage.name] = {
+            "kind": stage.kind.kind, "out": stage.out, "status": "running", "started": started, "restart": config.restart,
+            "config_fingerprint": fingerprints[0], "input_fingerprints": fingerprints[1], "config": stage_values(stage),
+        }
         _write_run_manifest(run_dir, manifest)
         try:
-            metrics = stage.kind.run(stage.config)
+            metrics = stage.kind.run(config)
         except (CascadeUsageError, CascadeRunError) as error:
             records[stage.name].update(status="failed", error=str(error), finished=time.time())
             _write_run_manifest(run_dir, manifest)
@@ -135,8 +188,6 @@ def run_recipe(recipe: Recipe, from_stage: str | None = None, only: str | None =
             status="completed",
             finished=time.time(),
             seconds=round(time.time() - started, 2),
-            config_fingerprint=fingerprints[0],
-            input_fingerprints=fingerprints[1],
             metrics=metrics,
         )
         _write_run_manifest(run_dir, manifest)

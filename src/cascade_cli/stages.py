@@ -1,6 +1,8 @@
-"""Stage kinds: which config dataclass, which runner and which CLI command each kind maps to.
+"""The one table of stage kinds: kind -> config class, local runner, OpenRLHF job builder, CLI words, flags.
 
-A kind is listed here only once its command works, so a recipe never names a stage nobody can run.
+The recipe loader and runner, `recipe plan` and the CLI's stage commands all read `STAGE_KINDS`. Targets are
+"module:attr" strings, so importing the table loads no engine. A kind is listed only once its command
+works, so a recipe never names a stage nobody can run.
 """
 
 from __future__ import annotations
@@ -11,26 +13,29 @@ from typing import Any
 
 from cascade_cli.errors import CascadeUsageError
 
+OPENRLHF = "cascade_cli.engines.openrlhf.runner:run_openrlhf_stage"
+
 
 @dataclass(frozen=True)
 class StageKind:
     kind: str
-    config: str  # "module:Class"
-    runner: str  # "module:function", called as runner(config) -> metrics dict
+    config: str  # "module:Class", the stage's config dataclass
+    runner: str  # "module:function" on the local engine, called as runner(config) -> metrics dict
     command: tuple[str, ...]  # the CLI words, e.g. ("rlhf", "rm")
-    flags: tuple[str, ...]  # config keys the command takes as --flags, in this order
+    flags: tuple[str, ...]  # config keys the command takes as --flags (required ones first), in this order
+    options: tuple[str, ...] = ()  # more optional --flags of the CLI command (`recipe plan` writes key=value)
+    openrlhf: str = OPENRLHF  # "module:function" that runs the stage as OpenRLHF jobs
     produces_model: bool = True  # a policy: the next stage starts from it and the recipe evaluates it
     defaults_init: bool = True  # `init` defaults to the previous policy (prepare_data has none)
 
     def config_class(self) -> type:
-        return _load(self.config)
+        return load(self.config)
 
     def run(self, config: Any) -> dict[str, Any]:
+        """Run a stage config on its engine (`engine: local | openrlhf`)."""
         engine = getattr(config, "engine", "local")
         if engine == "openrlhf":
-            from cascade_cli.engines.openrlhf.runner import run_openrlhf_stage
-
-            return run_openrlhf_stage(config) or {}
+            return load(self.openrlhf)(config) or {}
         if engine != "local":
             raise CascadeUsageError(f"stage {config.name or self.kind}: engine: expected local or openrlhf, found {engine!r}")
         if getattr(config, "dry_run", False):
@@ -38,13 +43,15 @@ class StageKind:
                 f"stage {config.name or self.kind}: dry_run: only engine openrlhf has a dry run "
                 "(`cascade recipe plan` prints a local stage's command)"
             )
-        return _load(self.runner)(config) or {}
+        return load(self.runner)(config) or {}
 
 
-def _load(target: str) -> Any:
+def load(target: str) -> Any:
     module_name, attribute = target.split(":")
     return getattr(importlib.import_module(module_name), attribute)
 
+
+TRAINING_OPTIONS = ("engine", "dry_run", "restart")  # on every training command
 
 STAGE_KINDS: dict[str, StageKind] = {
     "prepare_data": StageKind(
@@ -62,6 +69,7 @@ STAGE_KINDS: dict[str, StageKind] = {
         "cascade_cli.engines.local.sft:run_sft",
         ("sft",),
         ("init", "data", "out"),
+        TRAINING_OPTIONS,
     ),
     "reward_model": StageKind(
         "reward_model",
@@ -69,6 +77,7 @@ STAGE_KINDS: dict[str, StageKind] = {
         "cascade_cli.engines.local.reward_model:run_reward_model",
         ("rlhf", "rm"),
         ("init", "data", "out"),
+        ("eval_data", "skip_bad_rows", *TRAINING_OPTIONS),
         # Not a policy: the next stage's init skips it and the recipe does not generate with it. It starts
         # from the previous policy (the SFT checkpoint) like any stage.
         produces_model=False,
@@ -79,6 +88,7 @@ STAGE_KINDS: dict[str, StageKind] = {
         "cascade_cli.engines.local.rlhf:run_rlhf",
         ("rlhf",),
         ("init", "reward_model", "data", "out"),
+        ("eval_data", *TRAINING_OPTIONS),
     ),
     "rlvr": StageKind(
         "rlvr",
@@ -86,6 +96,7 @@ STAGE_KINDS: dict[str, StageKind] = {
         "cascade_cli.engines.local.grpo:run_rlvr",
         ("rlvr",),
         ("domain", "init", "data", "out"),
+        ("eval_data", *TRAINING_OPTIONS),
     ),
 }
 
@@ -95,7 +106,7 @@ def get_kind(kind: str) -> StageKind:
 
 
 def run_config(config: Any) -> dict[str, Any]:
-    """Run a stage config on its engine (`engine: local | openrlhf`); what the CLI commands call."""
+    """Run a stage config on its engine; what the CLI commands and the recipe runner call."""
     return get_kind(config.kind).run(config)
 
 

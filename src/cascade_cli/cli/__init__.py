@@ -1,0 +1,48 @@
+"""The `cascade` command line: one module per command group, each command parses -> builds a stage config
+-> calls a runner. `app` is the Typer app; `main` is the console script (`cascade = "cascade_cli.cli:main"`)."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated
+
+import typer
+
+from cascade_cli import __version__
+from cascade_cli.cli import data, evaluate, push, recipe, stages, verify
+from cascade_cli.cli.base import make_typer
+from cascade_cli.cli.verify import _verify_options  # noqa: F401  (tests import it from here)
+
+# Idle OpenMP threads sleep instead of spinning: on a shared or oversubscribed CPU, spinning threads make
+# small-model training up to 10x slower. Must be set before torch loads, hence here at import time.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+app = make_typer(
+    "cascade",
+    "Cascade RL post-training (Nemotron-Cascade): SFT -> RLHF -> RLVR per domain, as composable commands.\n\n"
+    "Example: [bold]cascade recipe run recipes/tiny.yaml[/]",
+)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"cascade {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool | None,
+        typer.Option("--version", callback=_version_callback, is_eager=True, help="Print the version and exit."),
+    ] = None,
+) -> None:
+    """Cascade RL post-training toolkit."""
+
+
+for group in (data, stages, verify, evaluate, push, recipe):  # the order of `cascade --help`
+    group.register(app)
+
+
+def main() -> None:
+    app()

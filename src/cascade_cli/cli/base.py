@@ -1,0 +1,135 @@
+"""What every command group shares: one-line errors, key=value words after a group's options, config keys in
+`--help`, and --flags made from config fields (so a flag's type, default and help come from the config class)."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import typing
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import click
+import typer
+from omegaconf import MISSING
+from typer.core import TyperCommand, TyperGroup
+
+from cascade_cli.console import print_error
+from cascade_cli.errors import CascadeRunError, CascadeUsageError
+
+OVERRIDES_COMMAND = "key=value"  # the hidden command of a group that runs with key=value words
+# Every word after the group's options is a key=value override: a stray option is reported as one.
+OVERRIDES_SETTINGS: dict[str, Any] = {"hidden": True, "context_settings": {"ignore_unknown_options": True}}
+
+
+class CascadeGroup(TyperGroup):
+    """Turns our errors into one line and an exit code (2 for usage errors) instead of a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (CascadeUsageError, CascadeRunError) as error:
+            print_error(str(error))
+            raise typer.Exit(error.exit_code) from None
+
+
+class _ConfigKeysHelp:
+    """`--help` ends with the config keys of `config_target` ("module:Class"): key, type, default, description."""
+
+    config_target: str = ""
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        super().format_help(ctx, formatter)  # type: ignore[misc]
+        if self.config_target:
+            write_config_keys(self.config_target, formatter)
+
+
+class KeysCommand(_ConfigKeysHelp, TyperCommand):
+    pass
+
+
+class StageGroup(_ConfigKeysHelp, CascadeGroup):
+    """A group that also runs itself: `GROUP [OPTIONS] key=value ...` runs the group's own stage, while
+    `GROUP SUB ...` runs a subcommand. Any first word that is not a subcommand name (or an option) goes, with
+    the rest, to the hidden OVERRIDES_COMMAND, which reads the group's options from its parent context."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        if args and not args[0].startswith("-") and self.get_command(ctx, args[0]) is None:
+            return OVERRIDES_COMMAND, self.get_command(ctx, OVERRIDES_COMMAND), args
+        return super().resolve_command(ctx, args)
+
+
+def keys_command(config_target: str) -> type[KeysCommand]:
+    return type("KeysCommand", (KeysCommand,), {"config_target": config_target})
+
+
+def stage_group(config_target: str) -> type[StageGroup]:
+    return type("StageGroup", (StageGroup,), {"config_target": config_target})
+
+
+def make_typer(name: str, help_text: str | None = None, cls: type[TyperGroup] = CascadeGroup, **settings: Any) -> typer.Typer:
+    settings.setdefault("no_args_is_help", True)
+    if help_text is not None:  # else the callback's docstring
+        settings["help"] = help_text
+    return typer.Typer(
+        name=name,
+        cls=cls,
+        add_completion=name == "cascade",
+        pretty_exceptions_enable=False,
+        rich_markup_mode="rich",
+        context_settings={"help_option_names": ["-h", "--help"]},
+        **settings,
+    )
+
+
+def write_config_keys(config_target: str, formatter: click.HelpFormatter) -> None:
+    from cascade_cli.config.docs import config_keys
+    from cascade_cli.stages import load
+
+    rows = [(key.key, f"{key.type} = {key.default}. {key.description}") for key in config_keys(load(config_target))]
+    formatter.write_paragraph()
+    with formatter.section("Config keys (key=value after the options; type = default)"):
+        formatter.write_dl(rows)
+
+
+# ---- --flags made from config fields -------------------------------------------------------------------
+
+OverridesArg = Annotated[
+    list[str] | None,
+    typer.Argument(help="Config keys as key=value (listed below), e.g. lr=3e-4 rollout.backend=hf", show_default=False),
+]
+
+
+def _flag_type(hint: Any) -> Any:
+    """The click-facing type of a config field: its scalar, optional (the config supplies the default)."""
+    args = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+    scalar = args[0] if type(None) in typing.get_args(hint) else hint
+    return scalar if scalar in (bool, int, float) else str
+
+
+def field_option(config_cls: type, key: str, *, required: bool = False, names: tuple[str, ...] = ()) -> inspect.Parameter:
+    """A keyword parameter `key` whose typer Option `--key` has the field's type, help and default."""
+    from cascade_cli.config.docs import field_description
+
+    field = {f.name: f for f in dataclasses.fields(config_cls)}[key]
+    kind = _flag_type(typing.get_type_hints(config_cls)[key])
+    default = None if required or field.default in (dataclasses.MISSING, MISSING) else field.default
+    option = typer.Option(f"--{key.replace('_', '-')}", *names, help=field_description(config_cls, key))
+    if kind is bool:
+        return inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[bool, option])
+    annotation = Annotated[kind if required else kind | None, option]  # type: ignore[operator]
+    empty = inspect.Parameter.empty
+    return inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY, default=empty if required else default, annotation=annotation)
+
+
+def with_parameters(function: Callable[..., Any], extra: list[inspect.Parameter]) -> Callable[..., Any]:
+    """Give `function(..., **values)` a signature with its own parameters then `extra`, as typer reads it."""
+    own = [p for p in inspect.signature(function, eval_str=True).parameters.values() if p.kind != p.VAR_KEYWORD]
+    function.__signature__ = inspect.Signature([*own, *extra])  # type: ignore[attr-defined]
+    function.__annotations__ = {}
+    return function
+
+
+def given(values: dict[str, Any]) -> dict[str, Any]:
+    """Flag values as config values: False flags and unset options mean "not given" (the config's default)."""
+    return {key: value for key, value in values.items() if value is not None and value is not False}

@@ -1,0 +1,118 @@
+"""`cascade verify`: score rollouts with the verifiers, or serve rewards to OpenRLHF over HTTP."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cascade_cli.console import console, stdout
+from cascade_cli.errors import CascadeUsageError
+
+
+def _verify_options(option: list[str], domain: str | None, unsafe_no_sandbox: bool, all_tests: bool):
+    from cascade_cli.scoring import parse_options
+
+    options = parse_options(option, domain)
+    if unsafe_no_sandbox:
+        options.setdefault("code", {})["unsafe_no_sandbox"] = True
+    if all_tests:
+        options.setdefault("code", {})["all_tests"] = True
+    return options
+
+
+def verify_command(
+    input: Annotated[
+        Path | None, typer.Option("--input", "-i", help="Rollout records (JSONL): id, prompt, response, label, domain.")
+    ] = None,
+    domain: Annotated[
+        str | None, typer.Option("--domain", "-d", help="Score every record as this domain (else each record's own).")
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write the records with reward, passed, details, latency.")
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option("--workers", "-w", min=1, help="Worker processes (default 1; reward_func: min(4, CPUs)).")
+    ] = None,
+    json_summary: Annotated[bool, typer.Option("--json", help="Print the summary as JSON on stdout.")] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 2 when any row is bad (missing field, bad label).")] = False,
+    option: Annotated[
+        list[str] | None,
+        typer.Option("--option", "-O", help="Verifier option key=value (or domain.key=value); repeatable."),
+    ] = None,
+    unsafe_no_sandbox: Annotated[
+        bool, typer.Option("--unsafe-no-sandbox", help="code: run tests without the sandbox (trusted code only).")
+    ] = False,
+    all_tests: Annotated[bool, typer.Option("--all-tests", help="code: run every test, not stop at the first failure.")] = False,
+    serve: Annotated[
+        bool, typer.Option("--serve", help="Run the HTTP reward service (OpenRLHF --reward.remote_url) instead.")
+    ] = False,
+    host: Annotated[str, typer.Option("--host", help="--serve: address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="--serve: port (0 picks a free one).")] = 5000,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0.1, help="--serve / reward_func: seconds per request before reward 0.")
+    ] = 60.0,
+    print_reward_func_path: Annotated[
+        bool, typer.Option("--print-reward-func-path", help="Print the path of the OpenRLHF reward_func file.")
+    ] = False,
+    export_reward_func: Annotated[
+        Path | None, typer.Option("--export-reward-func", help="Write an OpenRLHF reward_func file to PATH.")
+    ] = None,
+) -> None:
+    """Score rollouts with the verifiers, or serve rewards to OpenRLHF over HTTP.
+
+    Example: [bold]cascade verify --domain math --input rollouts.jsonl --output scored.jsonl --workers 2[/]
+
+    Example: [bold]cascade verify --serve --port 5000 --workers 4[/]  (then OpenRLHF
+    --reward.remote_url http://HOST:5000/get_reward)
+
+    Example: [bold]cascade verify --export-reward-func reward.py[/]  (then --reward.remote_url reward.py)
+    """
+    from cascade_cli import reward_func, scoring
+
+    options = _verify_options(option or [], domain, unsafe_no_sandbox, all_tests)
+    if print_reward_func_path:
+        typer.echo(reward_func.module_path())
+        return
+    if export_reward_func is not None:
+        path = reward_func.export(export_reward_func, domain=domain, options=options, workers=workers, timeout_s=timeout)
+        console.print(f"wrote {path}; pass it to OpenRLHF as --reward.remote_url {path}")
+        return
+    if serve:
+        from cascade_cli.serve import run_server
+
+        run_server(host=host, port=port, workers=workers or 1, timeout_s=timeout, domain=domain, options=options)
+        return
+    if input is None:
+        raise CascadeUsageError("--input is required (a JSONL file of rollout records), unless --serve is given")
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("verifying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=console, transient=True, disable=json_summary,
+    ) as progress:
+        task = progress.add_task("verify", total=None)
+        summary, rows = scoring.verify_file(
+            input, output, domain=domain, options=options, workers=workers or 1,
+            on_total=lambda total: progress.update(task, total=total),
+            on_progress=lambda done: progress.advance(task, done),
+        )
+    bad = [row["error"] for row in rows if "error" in row]
+    if json_summary:
+        typer.echo(json.dumps(summary))
+    else:
+        stdout.print(scoring.summary_table(summary, title=f"cascade verify {input.name}"))
+        for message in bad[:10]:
+            console.print(f"[yellow]bad row[/] {message}", markup=True, soft_wrap=True)
+        if len(bad) > 10:
+            console.print(f"... and {len(bad) - 10} more bad rows (see 'error' in the output)")
+    if strict and bad:
+        raise CascadeUsageError(f"{len(bad)} bad row(s) in {input}; first: {bad[0]}")
+
+
+
+def register(app: typer.Typer) -> None:
+    app.command("verify")(verify_command)
