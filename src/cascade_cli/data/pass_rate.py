@@ -53,15 +53,15 @@ class PassRateFilterConfig(StageConfig):
     # folder or a hub id. In a recipe it defaults to the previous stage's output, like a training stage's.
     kind: str = "pass_rate_filter"
     data: str = MISSING  # canonical RL rows: a .jsonl/.parquet file or a prepare-data folder
-    k: int = 16
+    k: int = 16  # samples per prompt; a prompt's pass rate is the share of them that pass
     max_pass: float = 0.75  # dropped when pass_rate >= max_pass (too easy)
     min_pass: float = 0.0  # dropped when pass_rate < min_pass (too hard)
     # Per-domain [min_pass, max_pass] for mixed files, e.g. `bands.code=[0.1,1.0]` next to math's defaults.
     bands: dict[str, list[float]] = field(default_factory=dict)
     reuse: bool = False  # rows already carrying pass_rate with pass_rate_k == k are not sampled again
-    max_new_tokens: int = 1024
-    temperature: float = 1.0
-    top_p: float = 1.0
+    max_new_tokens: int = 1024  # response length limit of each sample
+    temperature: float = 1.0  # sampling temperature
+    top_p: float = 1.0  # nucleus sampling threshold
     backend: str = "auto"  # rollout backend: auto | hf | vllm
     batch_prompts: int = 64  # prompts per generation call (x k samples)
     workers: int = 1  # verifier processes
