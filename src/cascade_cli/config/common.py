@@ -36,5 +36,5 @@ class StageConfig:
     out: str | None = None
     seed: int = 0
     dry_run: bool = False
-    restart: bool = False  # train afresh over OUT even when it holds a run with another config
+    restart: bool = False  # start over even when OUT holds a run with another config
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
