@@ -71,7 +71,9 @@ RUNTIME_KEYS: tuple[str, ...] = (
 )
 STAGING_SUFFIX, PREVIOUS_SUFFIX = ".tmp", ".old"
 FINAL_STAGING = ".final.tmp"
-KILL_HOOK = "CASCADE_KILL_DURING_SAVE"  # tests: "STEP" or "STEP:swap" SIGKILLs this process mid-save
+# Tests: "STEP[:PHASE]" SIGKILLs this process while saving STEP's state: "write" (default, staging half
+# written), "swap" (between the two renames) or "done" (just after the state landed).
+KILL_HOOK = "CASCADE_KILL_DURING_SAVE"
 
 
 class StageComplete(Exception):
@@ -313,12 +315,13 @@ def save_state(
         "extra": as_json,
     }
     (staging / "progress.json").write_text(json.dumps(progress, indent=2, default=str) + "\n")
-    shutil.rmtree(previous, ignore_errors=True)
-    if final.exists():
+    if final.exists():  # else a kill mid-swap left `previous` as the only loadable state: keep it for now
+        shutil.rmtree(previous, ignore_errors=True)
         os.replace(final, previous)
     _kill_hook(step, "swap")
     os.replace(staging, final)
     shutil.rmtree(previous, ignore_errors=True)
+    _kill_hook(step, "done")
     return final
 
 
