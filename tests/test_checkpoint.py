@@ -108,6 +108,16 @@ def test_changed_config_is_a_usage_error_naming_the_keys(tmp_path):
         ckpt.start(tmp_path, CONFIG, kind="sft", restart=False, fingerprints={"data": "b"})
 
 
+def test_input_fingerprints_cover_data_and_an_init_stage_manifest(tmp_path):
+    data, init = tmp_path / "data.jsonl", tmp_path / "init"
+    data.write_text('{"a": 1}\n')
+    assert set(ckpt.input_fingerprints("tiny", data=data, eval_data=None)) == {"data"}
+    _manifest(init, CONFIG, "completed")
+    first = ckpt.input_fingerprints(str(init), data=data)
+    _manifest(init, {**CONFIG, "lr": 1.0}, "completed")  # the init stage trained again
+    assert set(first) == {"data", "init"} and ckpt.input_fingerprints(str(init), data=data)["init"] != first["init"]
+
+
 def test_restart_and_resume_false_remove_the_old_run(tmp_path):
     for flags in ({"restart": True}, {"restart": False, "resume": False}):
         model, optimizer, _ = _trainer()

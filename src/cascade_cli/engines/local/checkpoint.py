@@ -32,6 +32,7 @@ from cascade_cli.checkpoint import (
     METRICS_NAME,
     TRAINER_STATE_DIR,
     config_fingerprint,
+    fingerprint_path,
     read_manifest,
     write_manifest,
 )
@@ -142,6 +143,15 @@ def describe_diff(old: dict[str, Any], new: dict[str, Any], keys: list[str]) -> 
     return ", ".join(
         f"{key} ({_show(flat_old.get(key, _MISSING))} -> {_show(flat_new.get(key, _MISSING))})" for key in keys
     )
+
+
+def input_fingerprints(init: str | None, **paths: str | Path | None) -> dict[str, str]:
+    """sha256 of each existing data path, plus `init`'s manifest when `init` is a stage output: cheap even
+    for a large model, and it changes whenever that stage trains again (a resume must not mix inputs)."""
+    prints = {name: fingerprint_path(path) for name, path in paths.items() if path and Path(path).exists()}
+    if init and (Path(init) / MANIFEST_NAME).is_file():
+        prints["init"] = fingerprint_path(Path(init) / MANIFEST_NAME)
+    return prints
 
 
 # ---- the resume rule -----------------------------------------------------------------------------------

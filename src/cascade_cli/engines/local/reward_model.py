@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from cascade_cli.chat import IM_END, answer_text, prompt_messages, render_messages
-from cascade_cli.checkpoint import MetricsLog, fingerprint_path, require_model_dir, write_manifest
+from cascade_cli.checkpoint import MetricsLog, require_model_dir, write_manifest
 from cascade_cli.config.rm import RewardModelConfig
 from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console, print_warning
@@ -260,6 +260,10 @@ def _next_batch(encoded: list, order: list[int], rng: random.Random, size: int) 
     return batch
 
 
+def _inputs(config: RewardModelConfig) -> dict[str, str]:
+    return checkpoint.input_fingerprints(config.init, data=config.data, eval_data=config.eval_data)
+
+
 def train_reward_model(
     config: RewardModelConfig,
     train: list[Pair],
@@ -299,13 +303,14 @@ def train_reward_model(
         version, internal, gauss = saved["rng"]
         rng.setstate((version, tuple(internal), gauss))
     log = MetricsLog(config.out or "", config.tensorboard, truncate_after_step=step if begin.resumed else None)
+    inputs = _inputs(config)
 
     def save_state() -> None:
         if config.out:
             progress = {"order": order, "rng": rng.getstate(), "tokens": tokens, "last": last, "before": before}
             checkpoint.save_state(
                 config.out, step=step, config=to_plain(config), model=model, optimizer=optimizer,
-                scheduler=scheduler, extra=progress, fingerprints=data_fingerprints(config),
+                scheduler=scheduler, extra=progress, fingerprints=inputs,
             )
 
     model.train()
@@ -375,11 +380,6 @@ def train_reward_model(
     return model, tokenizer, summary
 
 
-def data_fingerprints(config: RewardModelConfig) -> dict[str, str]:
-    paths = {"data": config.data, "eval_data": config.eval_data}
-    return {name: fingerprint_path(p) for name, p in paths.items() if p and Path(p).exists()}
-
-
 def run_reward_model(config: RewardModelConfig) -> dict[str, Any]:
     """`cascade rlhf rm`: train, save the HF checkpoint (+ `score` head) and the stage manifest; resume a
     stopped or killed run, or report a completed one, by the one rule of `engines.local.checkpoint`."""
@@ -394,7 +394,7 @@ def run_reward_model(config: RewardModelConfig) -> dict[str, Any]:
     require_model_dir(resolve_model(config.init), "init checkpoint")
     started = time.perf_counter()
     train, heldout, dropped = split_pairs(config)
-    out, config_dict, fingerprints = Path(config.out), to_plain(config), data_fingerprints(config)
+    out, config_dict, fingerprints = Path(config.out), to_plain(config), _inputs(config)
     try:
         begin = checkpoint.start(
             out, config_dict, kind=config.kind, restart=config.restart, resume=config.resume,

@@ -110,7 +110,7 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
     out = Path(config.out)  # type: ignore[arg-type]
     data_file = resolve_rows_path(config.data)
     config_dict = _config_dict(config)
-    data_print = {"data": fingerprint_path(data_file)}
+    data_print = checkpoint.input_fingerprints(config.init, data=data_file)
     if not config.dry_run:
         try:
             begin = checkpoint.start(
