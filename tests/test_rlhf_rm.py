@@ -188,7 +188,7 @@ def test_cli_rm_skip_bad_rows_trains_and_writes_checkpoint(tmp_path, cli):
 
 
 def test_recipe_kind_and_plan_command():
-    from cascade_cli.recipe.kinds import get_kind
+    from cascade_cli.stages import get_kind
 
     kind = get_kind("reward_model")
     assert kind.command == ("rlhf", "rm") and kind.config_class() is RewardModelConfig
