@@ -220,7 +220,8 @@ def sequence_logprobs(
     prompts, responses = [s.prompt_ids for s in micro], [s.response_ids for s in micro]
     hidden, tokens, present = response_hidden(model, prompts, responses, run.pad_id, run.device)
     head = model.get_output_embeddings()
-    logprobs, entropy = token_logprobs(hidden, head, tokens, temperature, run.config.logprob_chunk_tokens)
+    chunk, bonus = run.config.logprob_chunk_tokens, bool(run.config.entropy_coef)
+    logprobs, entropy = token_logprobs(hidden, head, tokens, temperature, chunk, entropy_grad=bonus)
     return logprobs, entropy, present
 
 

@@ -60,11 +60,14 @@ def response_hidden(
 
 
 def _chunk_logprobs(
-    hidden: torch.Tensor, tokens: torch.Tensor, lm_head: torch.nn.Module, temperature: float
+    hidden: torch.Tensor, tokens: torch.Tensor, lm_head: torch.nn.Module, temperature: float, entropy_grad: bool
 ) -> tuple[torch.Tensor, torch.Tensor]:
     logits = (lm_head(hidden) / temperature).float()  # the sampling distribution's logits, [N, V]
     logprobs_all = logits.log_softmax(-1)
-    entropy = -(logprobs_all.exp() * logprobs_all).sum(-1)
+    # An entropy no loss term differentiates must not record a graph: its saved [N, V] tensors would live
+    # (recomputed by the checkpoint, never consumed) until the whole backward pass ends.
+    source = logprobs_all if entropy_grad else logprobs_all.detach()
+    entropy = -(source.exp() * source).sum(-1)
     return logprobs_all.gather(-1, tokens[:, None]).squeeze(-1), entropy
 
 
@@ -74,8 +77,11 @@ def token_logprobs(
     tokens: torch.Tensor,  # [B, T]
     temperature: float = 1.0,
     chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
+    entropy_grad: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(log-probs, entropy) [B, T] float32 of `tokens` under softmax(lm_head(hidden) / temperature)."""
+    """(log-probs, entropy) [B, T] float32 of `tokens` under softmax(lm_head(hidden) / temperature).
+
+    The entropy carries gradients only with `entropy_grad` (an entropy bonus); else it is a detached metric."""
     batch, length, size = hidden.shape
     flat_hidden, flat_tokens = hidden.reshape(batch * length, size), tokens.reshape(batch * length)
     needs_grad = hidden.requires_grad or any(p.requires_grad for p in lm_head.parameters())
@@ -83,7 +89,7 @@ def token_logprobs(
     logprobs, entropy = [], []
     for start in range(0, batch * length, max(1, chunk_tokens)):
         part = slice(start, start + chunk_tokens)
-        args = (flat_hidden[part], flat_tokens[part], lm_head, temperature)
+        args = (flat_hidden[part], flat_tokens[part], lm_head, temperature, entropy_grad)
         chunk = checkpoint(_chunk_logprobs, *args, use_reentrant=False) if recompute else _chunk_logprobs(*args)
         logprobs.append(chunk[0])
         entropy.append(chunk[1])

@@ -11,8 +11,8 @@ import torch
 def training_rewards(
     scores: list[float], truncated: list[bool], overlong_filter: bool, truncated_reward: float | None
 ) -> tuple[list[float], list[bool]]:
-    """(rewards, loss_mask) of one group. A truncated response is masked out of the loss (overlong
-    filtering), else it gets `truncated_reward` (the paper: 0, a wrong answer; None: its score as is)."""
+    """(rewards, loss_mask) of one group. A truncated response gets `truncated_reward` (the paper: 0, a
+    wrong answer; None: its score as is) and, with overlong filtering, is masked out of the loss too."""
     rewards = [
         truncated_reward if cut and truncated_reward is not None else float(score)
         for cut, score in zip(truncated, scores, strict=True)
