@@ -231,7 +231,10 @@ def test_resume_after_stop_equals_uninterrupted_run(tmp_path, tiny_dir, data_dir
 
     a, b = load_file(straight / "model.safetensors"), load_file(interrupted / "model.safetensors")
     assert all(torch.equal(a[key], b[key]) for key in a)
-    changed = run_sft(sft_config(tiny_dir, data_dir, interrupted, "max_steps=3", "lr=1e-3"))
+    # A changed config no longer trains afresh silently: it is a usage error naming the keys, unless restart.
+    with pytest.raises(CascadeUsageError, match=r"different config: .*lr \(0.003 -> 0.001\), max_steps \(10 -> 3\)"):
+        run_sft(sft_config(tiny_dir, data_dir, interrupted, "max_steps=3", "lr=1e-3"))
+    changed = run_sft(sft_config(tiny_dir, data_dir, interrupted, "max_steps=3", "lr=1e-3", "restart=true"))
     assert changed["train/steps"] == 3 and len(read_metrics(interrupted)) == 3  # trained afresh
 
 

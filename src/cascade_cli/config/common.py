@@ -36,4 +36,5 @@ class StageConfig:
     out: str | None = None
     seed: int = 0
     dry_run: bool = False
+    restart: bool = False  # start over even when OUT holds a run with another config
     cluster: ClusterConfig = field(default_factory=ClusterConfig)

@@ -38,3 +38,6 @@ class RewardModelConfig(StageConfig):
     bf16: bool = True  # autocast where the hardware has bf16; master weights stay float32
     log_every: int = 1
     tensorboard: bool = False
+    save_every: int = 0  # write trainer_state/ every N optimizer steps (0: only at the end)
+    resume: bool = True  # continue from OUT/trainer_state when present
+    stop_after: Optional[int] = None  # stop (state saved) after this step, as if killed; for resume tests

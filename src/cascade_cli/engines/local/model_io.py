@@ -1,5 +1,5 @@
-"""Loading and saving models for the local trainers (SFT, reward model, GRPO): one place for dtype, threads,
-bf16 autocast and the quiet `save_pretrained` every checkpoint directory is written with."""
+"""Loading models for the local trainers (SFT, reward model, GRPO): one place for dtype, threads and bf16
+autocast. Saving is `engines.local.checkpoint.save_final` (atomic)."""
 
 from __future__ import annotations
 
@@ -126,13 +126,3 @@ def load_tokenizer(init: str | Path, cache_dir: str | Path | None = None):
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
-
-
-def save_model(model, tokenizer, out_dir: str | Path) -> Path:
-    """`save_pretrained` of the weights (safetensors) and the tokenizer into `out_dir`."""
-    quiet_transformers()
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(out_dir))
-    tokenizer.save_pretrained(str(out_dir))
-    return out_dir

@@ -31,6 +31,7 @@ from cascade_cli.checkpoint import MetricsLog, fingerprint_path, require_model_d
 from cascade_cli.config.rm import RewardModelConfig
 from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console, print_warning
+from cascade_cli.engines.local import checkpoint, optim
 from cascade_cli.engines.local.fast_attention import use_gqa_sdpa
 from cascade_cli.engines.local.model_io import (
     autocast,
@@ -39,11 +40,10 @@ from cascade_cli.engines.local.model_io import (
     quiet_transformers,
 )
 from cascade_cli.errors import CascadeUsageError
-from cascade_cli.jsonl import read_jsonl
+from cascade_cli.records import HELDOUT_FILE, load_rows, resolve_rows_path
 from cascade_cli.tiny import resolve_model
 
 SCORE_HEAD = "score"  # OpenRLHF's value_head_prefix default; also HF's ...ForSequenceClassification head
-DATA_FILE, HELDOUT_FILE = "data.jsonl", "heldout.jsonl"
 
 # ---------------------------------------------------------------------------------------------------------
 # Pairs
@@ -112,31 +112,11 @@ def parse_pair(row: Any, number: int) -> Pair:
     return Pair(messages, chosen, rejected, mode, number)
 
 
-def read_rows(path: str | Path) -> list[dict[str, Any]]:
-    path = Path(path)
-    if path.is_dir():
-        path = path / DATA_FILE
-    if not path.is_file():
-        raise CascadeUsageError(f"{path}: not found (expected a JSONL/JSON/parquet file or a prepare-data dir)")
-    if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        return pq.read_table(path).to_pylist()
-    if path.suffix == ".json":
-        import json
-
-        data = json.loads(path.read_text())
-        if not isinstance(data, list):
-            raise CascadeUsageError(f"{path}: expected a JSON list of rows, found {type(data).__name__}")
-        return data
-    return list(read_jsonl(path))
-
-
 def load_pairs(path: str | Path, skip_bad_rows: bool = False) -> tuple[list[Pair], int]:
     """The file's pairs and how many bad rows were dropped. Without `skip_bad_rows` any bad row is a
     usage error naming the file and row (all bad rows are counted; the first few are named)."""
-    rows = read_rows(path)
-    where = Path(path) / DATA_FILE if Path(path).is_dir() else Path(path)
+    where = resolve_rows_path(path)
+    rows = load_rows(where)
     pairs, bad = [], []
     for number, row in enumerate(rows, start=1):
         try:
@@ -249,13 +229,6 @@ def pairwise_metrics(model, tokenizer, pairs: list[Pair], config: RewardModelCon
 # ---------------------------------------------------------------------------------------------------------
 
 
-def cosine_lr(step: int, total: int, warmup: int, lr: float, min_lr: float) -> float:
-    if step < warmup:
-        return lr * (step + 1) / warmup
-    progress = (step - warmup) / max(1, total - warmup)
-    return min_lr + 0.5 * (lr - min_lr) * (1 + math.cos(math.pi * min(1.0, progress)))
-
-
 def split_pairs(config: RewardModelConfig) -> tuple[list[Pair], list[Pair], int]:
     """(train pairs, held-out pairs, bad rows dropped)."""
     train, dropped = load_pairs(config.data, config.skip_bad_rows)
@@ -276,13 +249,27 @@ def split_pairs(config: RewardModelConfig) -> tuple[list[Pair], list[Pair], int]
     return [p for i, p in enumerate(train) if i not in held], [p for i, p in enumerate(train) if i in held], dropped
 
 
+def _next_batch(encoded: list, order: list[int], rng: random.Random, size: int) -> list:
+    """`size` pairs, drawn without replacement from a reshuffled order each time it runs out."""
+    batch = []
+    while len(batch) < min(size, len(encoded)):
+        if not order:
+            order.extend(range(len(encoded)))
+            rng.shuffle(order)
+        batch.append(encoded[order.pop()])
+    return batch
+
+
 def train_reward_model(
     config: RewardModelConfig,
     train: list[Pair],
     heldout: list[Pair],
     on_step: Callable[[int, int, dict[str, float]], None] | None = None,
+    begin: checkpoint.Start | None = None,
 ) -> tuple[Any, Any, dict[str, Any]]:
-    """Train and return (model, tokenizer, summary metrics)."""
+    """Train (from `begin`, a fresh start by default) and return (model, tokenizer, summary metrics).
+    With `config.out` set, trainer_state/ is saved every `save_every` steps and at the end."""
+    begin = begin or checkpoint.Start()
     configure_threads()
     torch.manual_seed(config.seed)
     model, tokenizer = load_reward_model(config.init or "")
@@ -298,27 +285,35 @@ def train_reward_model(
     steps_per_epoch = max(1, math.ceil(len(encoded) / config.batch_size))
     total = config.max_steps or max(1, math.ceil(steps_per_epoch * config.epochs))
     warmup = int(config.warmup_ratio * total)
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=config.lr, betas=(config.beta1, config.beta2), weight_decay=config.weight_decay
+    optimizer = optim.adamw(model, config.lr, (config.beta1, config.beta2), config.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, optim.warmup_cosine(total, warmup, config.lr, config.min_lr)
     )
-    before = pairwise_metrics(model, tokenizer, heldout, config) if heldout else None
-    log = MetricsLog(config.out or "", tensorboard=config.tensorboard)
+    saved = begin.extra
+    before = saved.get("before") or (pairwise_metrics(model, tokenizer, heldout, config) if heldout else None)
     rng = random.Random(config.seed)
-    order: list[int] = []
+    order: list[int] = list(saved.get("order", []))
+    step, tokens, last = begin.step, int(saved.get("tokens", 0)), dict(saved.get("last", {}))
+    if begin.resumed:
+        checkpoint.load_state(begin, model, optimizer, scheduler)
+        version, internal, gauss = saved["rng"]
+        rng.setstate((version, tuple(internal), gauss))
+    log = MetricsLog(config.out or "", config.tensorboard, truncate_after_step=step if begin.resumed else None)
+
+    def save_state() -> None:
+        if config.out:
+            progress = {"order": order, "rng": rng.getstate(), "tokens": tokens, "last": last, "before": before}
+            checkpoint.save_state(
+                config.out, step=step, config=to_plain(config), model=model, optimizer=optimizer,
+                scheduler=scheduler, extra=progress, fingerprints=data_fingerprints(config),
+            )
+
     model.train()
-    tokens = 0
     started = time.perf_counter()
-    last: dict[str, float] = {}
-    for step in range(total):
-        batch = []
-        while len(batch) < min(config.batch_size, len(encoded)):
-            if not order:
-                order = list(range(len(encoded)))
-                rng.shuffle(order)
-            batch.append(encoded[order.pop()])
-        lr = cosine_lr(step, total, warmup, config.lr, config.min_lr)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
+    stop_at = min(total, config.stop_after) if config.stop_after else total
+    while step < stop_at:
+        batch = _next_batch(encoded, order, rng, config.batch_size)
+        lr = scheduler.get_last_lr()[0]
         optimizer.zero_grad(set_to_none=True)
         loss_sum = correct = margin_sum = 0.0
         for start in range(0, len(batch), config.micro_batch):
@@ -336,6 +331,8 @@ def train_reward_model(
             tokens += sum(len(s) for s in seqs)
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
         optimizer.step()
+        scheduler.step()
+        step += 1
         elapsed = time.perf_counter() - started
         last = {
             "loss": loss_sum,
@@ -345,14 +342,18 @@ def train_reward_model(
             "lr": lr,
             "tokens_per_s": tokens / max(elapsed, 1e-9),
         }
-        if (step + 1) % config.log_every == 0 or step + 1 == total:
-            log.log(step + 1, last)
+        if step % config.log_every == 0 or step == stop_at:
+            log.log(step, last)
         if on_step is not None:
-            on_step(step + 1, total, last)
+            on_step(step, total, last)
+        if config.save_every and step % config.save_every == 0 and step < stop_at:
+            save_state()
     log.close()
+    save_state()
     train_s = time.perf_counter() - started
     summary: dict[str, Any] = {
-        "steps": total,
+        "steps": step,
+        "total_steps": total,
         "train_pairs": len(encoded),
         "heldout_pairs": len(heldout),
         "final_loss": last.get("loss"),
@@ -360,7 +361,7 @@ def train_reward_model(
         "tokens_per_s": tokens / max(train_s, 1e-9),
         "train_s": train_s,
     }
-    if heldout:
+    if heldout and step == total:
         after = pairwise_metrics(model, tokenizer, heldout, config)
         assert before is not None
         summary.update(
@@ -374,8 +375,14 @@ def train_reward_model(
     return model, tokenizer, summary
 
 
+def data_fingerprints(config: RewardModelConfig) -> dict[str, str]:
+    paths = {"data": config.data, "eval_data": config.eval_data}
+    return {name: fingerprint_path(p) for name, p in paths.items() if p and Path(p).exists()}
+
+
 def run_reward_model(config: RewardModelConfig) -> dict[str, Any]:
-    """`cascade rlhf rm`: train, save the HF checkpoint (+ `score` head) and the stage manifest."""
+    """`cascade rlhf rm`: train, save the HF checkpoint (+ `score` head) and the stage manifest; resume a
+    stopped or killed run, or report a completed one, by the one rule of `engines.local.checkpoint`."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     if not config.out:
@@ -387,14 +394,30 @@ def run_reward_model(config: RewardModelConfig) -> dict[str, Any]:
     require_model_dir(resolve_model(config.init), "init checkpoint")
     started = time.perf_counter()
     train, heldout, dropped = split_pairs(config)
-    out = Path(config.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out, config_dict, fingerprints = Path(config.out), to_plain(config), data_fingerprints(config)
+    try:
+        begin = checkpoint.start(
+            out, config_dict, kind=config.kind, restart=config.restart, resume=config.resume,
+            fingerprints=fingerprints,
+        )
+    except checkpoint.StageComplete as done:
+        console.print(done.message, soft_wrap=True)
+        return done.metrics
+
+    def record(status: str, summary: dict[str, Any]) -> None:
+        write_manifest(
+            out, stage=config.name or config.kind, kind=config.kind, config=config_dict, init=config.init,
+            data_fingerprints=fingerprints, metrics=summary, status=status,
+            timings={"wall_s": summary.get("wall_s", 0.0), "train_s": summary.get("train_s", 0.0)},
+        )
+
+    record("running", {})
     progress = Progress(
         TextColumn("[bold]reward model[/]"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
         TextColumn("{task.description}"), console=console,
     )
     with progress:
-        task = progress.add_task("", total=None)
+        task = progress.add_task("", total=None, completed=begin.step)
 
         def on_step(step: int, total: int, metrics: dict[str, float]) -> None:
             progress.update(
@@ -402,20 +425,13 @@ def run_reward_model(config: RewardModelConfig) -> dict[str, Any]:
                 description=f"loss {metrics['loss']:.3f} acc {metrics['accuracy']:.2f} margin {metrics['margin']:.2f}",
             )
 
-        model, tokenizer, summary = train_reward_model(config, train, heldout, on_step)
+        model, tokenizer, summary = train_reward_model(config, train, heldout, on_step, begin)
     summary["bad_rows_dropped"] = dropped
     summary["wall_s"] = time.perf_counter() - started
-    model.save_pretrained(str(out), safe_serialization=True)
-    tokenizer.save_pretrained(str(out))
-    paths = {"data": config.data, "eval_data": config.eval_data}
-    write_manifest(
-        out,
-        stage=config.name or config.kind,
-        kind=config.kind,
-        config=to_plain(config),
-        init=config.init,
-        data_fingerprints={name: fingerprint_path(p) for name, p in paths.items() if p},
-        metrics=summary,
-        timings={"wall_s": summary["wall_s"], "train_s": summary["train_s"]},
-    )
+    if summary["steps"] < summary["total_steps"]:
+        record("stopped", summary)
+        console.print(f"stopped after step {summary['steps']}/{summary['total_steps']}; rerun the same command to resume")
+        return summary
+    checkpoint.save_final(out, model, tokenizer, safe_serialization=True)
+    record("completed", summary)
     return summary

@@ -26,37 +26,17 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from cascade_cli.checkpoint import MetricsLog, config_fingerprint, fingerprint_path, write_manifest
+from cascade_cli.checkpoint import MetricsLog, fingerprint_path, write_manifest
 from cascade_cli.config.sft import SFTConfig
 from cascade_cli.console import console, print_warning
-from cascade_cli.engines.local import heldout_eval, model_io, train_state
-from cascade_cli.engines.local.sft_data import BatchStream, Cursor, collate, load_examples, resolve_data_file
+from cascade_cli.engines.local import checkpoint, heldout_eval, model_io, optim
+from cascade_cli.engines.local.sft_data import BatchStream, Cursor, collate, load_examples
 from cascade_cli.errors import CascadeUsageError
-
-# Keys that change how a run is driven, not what it computes: a resumed run may differ in these.
-RUNTIME_KEYS = (
-    "out",
-    "save_every",
-    "resume",
-    "stop_after",
-    "log_every",
-    "tensorboard",
-    "threads",
-    "dry_run",
-    "name",
-    "eval_prompts",
-    "eval_max_new_tokens",
-    "eval_limit",
-    "eval_batch_size",
-)
+from cascade_cli.records import resolve_rows_path
 
 
 def _config_dict(config: SFTConfig) -> dict[str, Any]:
     return OmegaConf.to_container(OmegaConf.structured(config), resolve=True)  # type: ignore[return-value]
-
-
-def _resume_fingerprint(config_dict: dict[str, Any]) -> str:
-    return config_fingerprint({k: v for k, v in config_dict.items() if k not in RUNTIME_KEYS})
 
 
 def _check_config(config: SFTConfig) -> None:
@@ -128,7 +108,17 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
     started = time.time()
     _check_config(config)
     out = Path(config.out)  # type: ignore[arg-type]
-    data_file = resolve_data_file(config.data)
+    data_file = resolve_rows_path(config.data)
+    config_dict = _config_dict(config)
+    data_print = {"data": fingerprint_path(data_file)}
+    if not config.dry_run:
+        try:
+            begin = checkpoint.start(
+                out, config_dict, kind="sft", restart=config.restart, resume=config.resume, fingerprints=data_print
+            )
+        except checkpoint.StageComplete as done:
+            console.print(done.message, soft_wrap=True)
+            return done.metrics
     threads = model_io.configure_threads(config.threads or None)
     device = model_io.pick_device()
     torch.manual_seed(config.seed)
@@ -151,8 +141,7 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
     micro_per_epoch = len(stream.plan(0))
     total_steps = config.max_steps or max(1, math.ceil(config.epochs * micro_per_epoch / config.grad_accum))
     warmup_steps = int(config.warmup_ratio * total_steps)
-    config_dict = _config_dict(config)
-    fingerprints = {"data": fingerprint_path(data_file)}
+    fingerprints = dict(data_print)
     if config.eval_prompts:
         fingerprints["eval_prompts"] = fingerprint_path(heldout_eval.resolve_prompt_file(config.eval_prompts))
     if config.dry_run:
@@ -164,35 +153,20 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
 
     model = model_io.load_model(config.init, dtype="float32", device=device)  # type: ignore[arg-type]
     model.config.use_cache = False
-    optimizer = train_state.adamw(model, config.lr, (config.beta1, config.beta2), config.weight_decay)
+    optimizer = optim.adamw(model, config.lr, (config.beta1, config.beta2), config.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, train_state.warmup_cosine(total_steps, warmup_steps, config.lr, config.min_lr)
+        optimizer, optim.warmup_cosine(total_steps, warmup_steps, config.lr, config.min_lr)
     )
 
-    step = 0
-    metrics: dict[str, Any] = {}
-    resume_key = _resume_fingerprint(config_dict)
-    saved = train_state.find_trainer_state(out) if config.resume else None
-    if saved is not None:
-        progress_state = train_state.read_progress(saved)
-        if (
-            progress_state.get("resume_fingerprint") != resume_key
-            or progress_state.get("data") != fingerprints["data"]
-        ):
-            # A rerun with a changed config (a recipe edit) trains afresh rather than failing.
-            print_warning(f"{saved}: saved by a run with a different config or data; starting from scratch")
-            saved = None
-        else:
-            metrics = progress_state.get("metrics", {})
+    step = begin.step
+    metrics: dict[str, Any] = begin.extra.get("metrics", {})
     if eval_prompts is not None and "eval/init_accuracy" not in metrics:
         init_eval = _evaluate(model, tokenizer, eval_prompts, config, "init model")
         metrics["eval/init_accuracy"] = init_eval["accuracy"]
         metrics["eval/n"] = init_eval["n"]
-    if saved is not None:
-        progress_state = train_state.load_trainer_state(saved, model, optimizer, scheduler)
-        step = progress_state["step"]
-        stream.cursor = Cursor(**progress_state["cursor"])
-        console.print(f"resuming {out} from step {step}/{total_steps}")
+    if begin.resumed:
+        checkpoint.load_state(begin, model, optimizer, scheduler)
+        stream.cursor = Cursor(**begin.extra["cursor"])
 
     def record(status: str, **timings: float) -> None:
         write_manifest(
@@ -208,22 +182,18 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
         )
 
     record("running")
-    log = MetricsLog(out, tensorboard=config.tensorboard, truncate_after_step=step if saved else None)
+    log = MetricsLog(out, tensorboard=config.tensorboard, truncate_after_step=step if begin.resumed else None)
 
     def save_state() -> None:
-        train_state.save_trainer_state(
+        checkpoint.save_state(
             out,
-            model,
-            optimizer,
-            scheduler,
-            {
-                "step": step,
-                "cursor": asdict(stream.cursor),
-                "total_steps": total_steps,
-                "resume_fingerprint": resume_key,
-                "data": fingerprints["data"],
-                "metrics": metrics,
-            },
+            step=step,
+            config=config_dict,
+            model=model,
+            optimizer=optimizer,
+            scheduler=scheduler,
+            extra={"cursor": asdict(stream.cursor), "total_steps": total_steps, "metrics": metrics},
+            fingerprints=data_print,
         )
 
     model.train()
@@ -289,7 +259,7 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
         console.print(f"stopped after step {step}/{total_steps}; rerun the same command to resume")
         return metrics
 
-    model_io.save_model(model, tokenizer, out)
+    checkpoint.save_final(out, model, tokenizer)
     eval_seconds = 0.0
     if eval_prompts is not None:
         eval_started = time.time()

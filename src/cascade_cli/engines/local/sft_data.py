@@ -20,24 +20,11 @@ import torch
 
 from cascade_cli.chat import MODES, prompt_messages, render_segments
 from cascade_cli.errors import CascadeUsageError
-from cascade_cli.jsonl import iter_jsonl
+from cascade_cli.records import load_rows, resolve_rows_path
 
 RESPONSE_KEYS = ("response", "completion", "reference")
 IGNORE = -100
 SORT_WINDOW = 64  # micro-batches whose examples are sorted by length together (randomness vs padding)
-
-
-def resolve_data_file(path: str | Path, name: str = "data.jsonl") -> Path:
-    """A .jsonl file as given, or `DIR/name` for a prepare-data directory."""
-    path = Path(path)
-    if path.is_dir():
-        candidate = path / name
-        if not candidate.is_file():
-            raise CascadeUsageError(f"{path}: directory has no {name} (expected a prepare-data output)")
-        return candidate
-    if not path.exists():
-        raise CascadeUsageError(f"{path}: file not found")
-    return path
 
 
 def row_conversation(row: dict[str, Any], where: str) -> tuple[list[dict[str, Any]], str]:
@@ -90,13 +77,14 @@ class Examples:
 
 
 def load_examples(path: str | Path, tokenizer, max_seq_len: int, chunk: int = 512) -> Examples:
-    """Read an SFT file, render each row with its mode and tokenize segment by segment."""
-    path = resolve_data_file(path)
+    """Read SFT rows (a .jsonl/.json/.parquet file or a prepare-data folder), render each row with its mode
+    and tokenize segment by segment."""
+    path = resolve_rows_path(path)
     pieces: list[tuple[str, bool]] = []
     owners: list[int] = []
     count = 0
-    for line, row in iter_jsonl(path):
-        where = f"{path}: row {line}"
+    for number, row in enumerate(load_rows(path), start=1):
+        where = f"{path}: row {number}"
         messages, mode = row_conversation(row, where)
         try:
             segments = render_segments(messages, mode=mode, tools=row.get("tools"))

@@ -1,0 +1,358 @@
+"""One trainer state and one resume rule for every local trainer (SFT, reward model, GRPO/RLHF).
+
+A trainer calls, top to bottom:
+    begin = start(out, config, kind=..., restart=...)    # StageComplete / CascadeUsageError / where to start
+    load_state(begin, model, optimizer, scheduler)       # when begin.state_dir is set
+    ... every save_every steps: save_state(out, step=..., config=..., model=..., optimizer=..., extra=...)
+    save_final(out, model, tokenizer); write_manifest(out, ..., status="completed")   # the manifest LAST
+
+`trainer_state/` holds model.pt, optimizer.pt, scheduler.pt (if any), rng.pt (python, numpy, torch, cuda),
+progress.json {step, config_fingerprint, config, fingerprints, extra} and extra.pt (the extra values JSON
+cannot hold, e.g. a generator's RNG tensor). It is written as trainer_state.tmp/ and then renamed, so a kill
+at any moment leaves the previous state loadable.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import random
+import shutil
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from cascade_cli.checkpoint import (
+    MANIFEST_NAME,
+    METRICS_NAME,
+    TRAINER_STATE_DIR,
+    config_fingerprint,
+    read_manifest,
+    write_manifest,
+)
+from cascade_cli.console import console
+from cascade_cli.errors import CascadeUsageError
+
+__all__ = [
+    "RUNTIME_KEYS",
+    "Start",
+    "StageComplete",
+    "config_diff",
+    "load_state",
+    "rng_state",
+    "save_final",
+    "save_state",
+    "set_rng_state",
+    "start",
+    "write_manifest",
+]
+
+# Config keys that drive a run but do not change what it computes: a resumed run may differ in these.
+# Entries are fnmatch patterns over dotted keys; a pattern also covers everything below it.
+RUNTIME_KEYS: tuple[str, ...] = (
+    "out",
+    "save_every",
+    "resume",
+    "restart",
+    "stop_after",
+    "log_every",
+    "tensorboard",
+    "threads",
+    "dry_run",
+    "name",
+    "eval_*",
+    "verify_workers",
+    "cluster",
+)
+STAGING_SUFFIX, PREVIOUS_SUFFIX = ".tmp", ".old"
+FINAL_STAGING = ".final.tmp"
+# Tests: "STEP[:PHASE]" SIGKILLs this process while saving STEP's state: "write" (default, staging half
+# written), "swap" (between the two renames) or "done" (just after the state landed).
+KILL_HOOK = "CASCADE_KILL_DURING_SAVE"
+
+
+class StageComplete(Exception):
+    """OUT already holds this stage, completed with the same config: nothing to train."""
+
+    def __init__(self, message: str, manifest: dict[str, Any]):
+        super().__init__(message)
+        self.message = message
+        self.manifest = manifest
+        self.metrics: dict[str, Any] = manifest.get("metrics") or {}
+
+
+@dataclass
+class Start:
+    """What a trainer starts from: step 0 and no state for a fresh run."""
+
+    step: int = 0
+    state_dir: Path | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def resumed(self) -> bool:
+        return self.state_dir is not None
+
+
+# ---- comparing configs ---------------------------------------------------------------------------------
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict) and value:
+        flat: dict[str, Any] = {}
+        for key, item in value.items():
+            flat.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+        return flat
+    return {prefix: value}
+
+
+def _ignored(key: str, ignore: tuple[str, ...]) -> bool:
+    parts = key.split(".")
+    prefixes = [".".join(parts[: n + 1]) for n in range(len(parts))]
+    return any(fnmatch.fnmatchcase(p, pattern) for p in prefixes for pattern in ignore)
+
+
+_MISSING = object()
+
+
+def config_diff(old: dict[str, Any], new: dict[str, Any], ignore: tuple[str, ...] = RUNTIME_KEYS) -> list[str]:
+    """The dotted keys whose values differ between two configs (a key only one side has differs too)."""
+    flat_old, flat_new = _flatten(old), _flatten(new)
+    keys = sorted(set(flat_old) | set(flat_new))
+    return [
+        key
+        for key in keys
+        if not _ignored(key, ignore) and flat_old.get(key, _MISSING) != flat_new.get(key, _MISSING)
+    ]
+
+
+def _show(value: Any) -> str:
+    text = "unset" if value is _MISSING else repr(value) if not isinstance(value, str) else value
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def describe_diff(old: dict[str, Any], new: dict[str, Any], keys: list[str]) -> str:
+    """`lr (1e-05 -> 2e-05), steps (4 -> 6)` for the given dotted keys."""
+    flat_old, flat_new = _flatten(old), _flatten(new)
+    return ", ".join(
+        f"{key} ({_show(flat_old.get(key, _MISSING))} -> {_show(flat_new.get(key, _MISSING))})" for key in keys
+    )
+
+
+# ---- the resume rule -----------------------------------------------------------------------------------
+
+
+def _state_path(out: Path, suffix: str = "") -> Path:
+    return out / (TRAINER_STATE_DIR + suffix)
+
+
+def find_state(out: str | Path) -> Path | None:
+    """The last complete trainer_state/ (or the one a kill left as .old between the two renames)."""
+    for suffix in ("", PREVIOUS_SUFFIX):
+        candidate = _state_path(Path(out), suffix)
+        if (candidate / "progress.json").is_file():
+            return candidate
+    return None
+
+
+def read_progress(state_dir: Path) -> dict[str, Any]:
+    return json.loads((state_dir / "progress.json").read_text())
+
+
+def clear(out: str | Path) -> None:
+    """Remove what a previous run left for resuming: trainer_state*/, the manifest and metrics.jsonl."""
+    out = Path(out)
+    for suffix in ("", STAGING_SUFFIX, PREVIOUS_SUFFIX):
+        shutil.rmtree(_state_path(out, suffix), ignore_errors=True)
+    shutil.rmtree(out / FINAL_STAGING, ignore_errors=True)
+    for name in (MANIFEST_NAME, METRICS_NAME):
+        (out / name).unlink(missing_ok=True)
+
+
+def _changed(
+    out: Path,
+    saved_config: dict[str, Any],
+    saved_prints: dict[str, Any],
+    config: dict[str, Any],
+    fingerprints: dict[str, str],
+) -> CascadeUsageError | None:
+    keys = config_diff(saved_config, config)
+    what = describe_diff(saved_config, config, keys)
+    data = [name for name, value in fingerprints.items() if saved_prints.get(name, value) != value]
+    if data:
+        what = ", ".join(filter(None, [what, *(f"{name} (its contents changed)" for name in data)]))
+    if not what:
+        return None
+    return CascadeUsageError(
+        f"{out} was trained with a different config: {what}; pass --restart (restart=true) to start over"
+    )
+
+
+def start(
+    out: str | Path,
+    config: dict[str, Any],
+    *,
+    kind: str,
+    restart: bool,
+    resume: bool = True,
+    fingerprints: dict[str, str] | None = None,
+) -> Start:
+    """The one resume rule, from OUT/cascade_stage.json and OUT/trainer_state*/.
+
+    completed with the same config -> StageComplete; unfinished with the same config -> resume; a different
+    config (or changed `fingerprints`, e.g. the data file's) -> CascadeUsageError naming the keys, unless
+    `restart`; `restart` or `resume=False` -> remove what was left and start fresh.
+    """
+    out = Path(out)
+    fingerprints = fingerprints or {}
+    if restart or not resume:
+        clear(out)
+        return Start()
+    manifest = read_manifest(out)
+    if manifest is not None:
+        if manifest.get("kind") not in (None, kind):
+            raise CascadeUsageError(
+                f"{out} holds a {manifest.get('kind')} stage, not {kind}; pass --restart (restart=true) "
+                "to train over it, or choose another --out"
+            )
+        error = _changed(
+            out, manifest.get("config") or {}, manifest.get("data_fingerprints") or {}, config, fingerprints
+        )
+        if error is not None:
+            raise error
+        if manifest.get("status") == "completed":
+            raise StageComplete(
+                f"{out}: stage {manifest.get('stage') or kind} is already complete with this config; nothing "
+                "to train (pass --restart to train it again)",
+                manifest,
+            )
+    state = find_state(out)
+    if state is None:
+        return Start()
+    progress = read_progress(state)
+    error = _changed(out, progress.get("config") or {}, progress.get("fingerprints") or {}, config, fingerprints)
+    if error is not None:
+        raise error
+    extra = dict(progress.get("extra") or {})
+    if (state / "extra.pt").is_file():
+        extra.update(torch.load(state / "extra.pt", map_location="cpu", weights_only=False))
+    console.print(f"resuming {out} from step {progress['step']}", soft_wrap=True)
+    return Start(step=int(progress["step"]), state_dir=state, extra=extra)
+
+
+# ---- trainer_state/ ------------------------------------------------------------------------------------
+
+
+def rng_state() -> dict[str, Any]:
+    state = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.random.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.random.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _kill_hook(step: int, phase: str) -> None:
+    wanted = os.environ.get(KILL_HOOK, "")
+    if wanted and wanted.split(":")[0] == str(step) and (wanted.split(":") + ["write"])[1] == phase:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _json_safe(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def save_state(
+    out: str | Path,
+    *,
+    step: int,
+    config: dict[str, Any],
+    model,
+    optimizer,
+    scheduler=None,
+    extra: dict[str, Any] | None = None,
+    fingerprints: dict[str, str] | None = None,
+) -> Path:
+    """Write OUT/trainer_state/ atomically (staging folder, then rename)."""
+    out = Path(out)
+    final, staging, previous = (_state_path(out, s) for s in ("", STAGING_SUFFIX, PREVIOUS_SUFFIX))
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, staging / "model.pt")
+    _kill_hook(step, "write")
+    torch.save(optimizer.state_dict(), staging / "optimizer.pt")
+    if scheduler is not None:
+        torch.save(scheduler.state_dict(), staging / "scheduler.pt")
+    torch.save(rng_state(), staging / "rng.pt")
+    extra = extra or {}
+    as_json = {k: v for k, v in extra.items() if _json_safe(v)}
+    if len(as_json) < len(extra):
+        torch.save({k: v for k, v in extra.items() if k not in as_json}, staging / "extra.pt")
+    progress = {
+        "step": step,
+        "config_fingerprint": config_fingerprint(config),
+        "config": config,
+        "fingerprints": fingerprints or {},
+        "extra": as_json,
+    }
+    (staging / "progress.json").write_text(json.dumps(progress, indent=2, default=str) + "\n")
+    if final.exists():  # else a kill mid-swap left `previous` as the only loadable state: keep it for now
+        shutil.rmtree(previous, ignore_errors=True)
+        os.replace(final, previous)
+    _kill_hook(step, "swap")
+    os.replace(staging, final)
+    shutil.rmtree(previous, ignore_errors=True)
+    _kill_hook(step, "done")
+    return final
+
+
+def load_state(start: Start, model, optimizer, scheduler=None) -> None:
+    """Restore the model, optimizer, scheduler and global RNGs saved in `start.state_dir`."""
+    path = start.state_dir
+    if path is None:
+        raise ValueError("load_state: a fresh Start has no trainer_state to load")
+    model.load_state_dict(torch.load(path / "model.pt", map_location="cpu", weights_only=True))
+    optimizer.load_state_dict(torch.load(path / "optimizer.pt", map_location="cpu", weights_only=True))
+    if scheduler is not None and (path / "scheduler.pt").is_file():
+        scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=False))
+    set_rng_state(torch.load(path / "rng.pt", weights_only=False))
+
+
+# ---- the final checkpoint ------------------------------------------------------------------------------
+
+
+def save_final(out: str | Path, model, tokenizer=None, **save_kwargs: Any) -> None:
+    """`save_pretrained` (+ tokenizer) into OUT/.final.tmp/, then rename each file into OUT. The caller
+    writes the manifest last (status completed): until then a rerun resumes from trainer_state/."""
+    from cascade_cli.engines.local.model_io import quiet_transformers
+
+    quiet_transformers()
+    out = Path(out)
+    staging = out / FINAL_STAGING
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    model.save_pretrained(str(staging), **save_kwargs)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(str(staging))
+    for file in sorted(staging.iterdir()):
+        os.replace(file, out / file.name)
+    staging.rmdir()

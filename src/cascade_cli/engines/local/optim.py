@@ -1,0 +1,29 @@
+"""The optimizer and LR schedule shared by the local trainers (SFT, reward model, GRPO)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def adamw(model: torch.nn.Module, lr: float, betas: tuple[float, float], weight_decay: float):
+    """AdamW with no decay on norms and biases (1-D parameters)."""
+    decay = [p for p in model.parameters() if p.requires_grad and p.ndim >= 2]
+    no_decay = [p for p in model.parameters() if p.requires_grad and p.ndim < 2]
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=lr, betas=betas, foreach=True)
+
+
+def warmup_cosine(total_steps: int, warmup_steps: int, lr: float, min_lr: float):
+    """A LambdaLR factor: linear warmup to `lr`, then cosine down to `min_lr` at `total_steps`."""
+    floor = min_lr / lr if lr > 0 else 0.0
+
+    def factor(step: int) -> float:
+        if warmup_steps > 0 and step < warmup_steps:
+            return (step + 1) / warmup_steps
+        span = max(1, total_steps - warmup_steps)
+        progress = min(1.0, (step - warmup_steps) / span)
+        return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+    return factor

@@ -1,0 +1,187 @@
+"""The trainer skeleton: config_diff, the one resume rule, atomic trainer_state/ and final checkpoint."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from cascade_cli.checkpoint import read_manifest, write_manifest
+from cascade_cli.engines.local import checkpoint as ckpt
+from cascade_cli.engines.local.optim import warmup_cosine
+from cascade_cli.errors import CascadeUsageError
+
+CONFIG = {"lr": 1e-5, "steps": 4, "out": "x", "save_every": 2, "rollout": {"top_k": -1, "backend": "hf"}}
+
+
+def _trainer(seed: int = 0):
+    torch.manual_seed(seed)
+    model = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_cosine(10, 2, 0.1, 0.0))
+    return model, optimizer, scheduler
+
+
+def _train_step(model, optimizer, scheduler) -> None:
+    model(torch.randn(4, 3)).pow(2).sum().backward()
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad()
+
+
+def _manifest(out: Path, config: dict, status: str, kind: str = "sft", **extra) -> None:
+    write_manifest(out, stage="s", kind=kind, config=config, init="tiny", status=status, **extra)
+
+
+# ---- config_diff ---------------------------------------------------------------------------------------
+
+
+def test_config_diff_names_dotted_keys_and_ignores_runtime_keys():
+    new = {**CONFIG, "lr": 2e-5, "out": "y", "save_every": 0, "eval_limit": 3, "rollout": {"top_k": 5, "backend": "hf"}}
+    assert ckpt.config_diff(CONFIG, new) == ["lr", "rollout.top_k"]
+    assert ckpt.config_diff(CONFIG, {**CONFIG, "phases": [{"steps": 2}]}) == ["phases"]  # a new key differs
+    assert ckpt.config_diff(CONFIG, new, ignore=()) == ["eval_limit", "lr", "out", "rollout.top_k", "save_every"]
+    assert ckpt.config_diff(CONFIG, {**CONFIG, "cluster": {"nodes": 4}}) == []  # a pattern covers its subtree
+    assert ckpt.describe_diff(CONFIG, new, ["lr", "rollout.top_k"]) == "lr (1e-05 -> 2e-05), rollout.top_k (-1 -> 5)"
+
+
+def test_every_stage_config_key_that_only_drives_the_run_is_a_runtime_key():
+    for key in ("out", "save_every", "resume", "restart", "stop_after", "log_every", "tensorboard", "threads"):
+        assert ckpt.config_diff({key: 1}, {key: 2}) == []
+    assert ckpt.config_diff({"eval_prompts": "a"}, {"eval_prompts": "b"}) == []
+
+
+# ---- the resume rule -----------------------------------------------------------------------------------
+
+
+def test_fresh_output_directory_starts_at_step_zero(tmp_path):
+    begin = ckpt.start(tmp_path / "out", CONFIG, kind="sft", restart=False)
+    assert (begin.step, begin.state_dir, begin.extra, begin.resumed) == (0, None, {}, False)
+
+
+def test_save_then_resume_restores_model_optimizer_scheduler_rng_and_extra(tmp_path, capsys):
+    model, optimizer, scheduler = _trainer()
+    _train_step(model, optimizer, scheduler)
+    generator_rng = torch.Generator().manual_seed(7).get_state()
+    extra = {"cursor": {"epoch": 1, "index": 3}, "generator_rng": generator_rng}
+    path = ckpt.save_state(tmp_path, step=1, config=CONFIG, model=model, optimizer=optimizer, scheduler=scheduler, extra=extra)
+    assert sorted(p.name for p in path.iterdir()) == [
+        "extra.pt", "model.pt", "optimizer.pt", "progress.json", "rng.pt", "scheduler.pt"
+    ]
+    progress = json.loads((path / "progress.json").read_text())
+    assert progress["step"] == 1 and progress["config"] == CONFIG and progress["extra"] == {"cursor": extra["cursor"]}
+    draws = (random.random(), np.random.rand())
+    _train_step(model, optimizer, scheduler)  # torch's RNG draws the inputs
+    reference = {k: v.clone() for k, v in model.state_dict().items()}
+
+    fresh_model, fresh_optimizer, fresh_scheduler = _trainer(seed=1)
+    random.seed(99)
+    begin = ckpt.start(tmp_path, {**CONFIG, "out": "elsewhere", "save_every": 5}, kind="sft", restart=False)
+    assert begin.step == 1 and begin.state_dir == path
+    assert begin.extra["cursor"] == extra["cursor"] and torch.equal(begin.extra["generator_rng"], generator_rng)
+    assert "resuming" in capsys.readouterr().err
+    ckpt.load_state(begin, fresh_model, fresh_optimizer, fresh_scheduler)
+    assert (random.random(), np.random.rand()) == draws
+    assert fresh_scheduler.last_epoch == 1
+    _train_step(fresh_model, fresh_optimizer, fresh_scheduler)
+    for key, value in fresh_model.state_dict().items():
+        assert torch.equal(value, reference[key]), key
+
+
+def test_changed_config_is_a_usage_error_naming_the_keys(tmp_path):
+    model, optimizer, _ = _trainer()
+    ckpt.save_state(tmp_path, step=2, config=CONFIG, model=model, optimizer=optimizer, fingerprints={"data": "a"})
+    changed = {**CONFIG, "lr": 2e-5, "steps": 6}
+    with pytest.raises(CascadeUsageError, match=r"different config: lr \(1e-05 -> 2e-05\), steps \(4 -> 6\); pass --restart"):
+        ckpt.start(tmp_path, changed, kind="sft", restart=False)
+    assert ckpt.find_state(tmp_path) is not None  # nothing was removed
+    with pytest.raises(CascadeUsageError, match=r"data \(its contents changed\)"):
+        ckpt.start(tmp_path, CONFIG, kind="sft", restart=False, fingerprints={"data": "b"})
+
+
+def test_restart_and_resume_false_remove_the_old_run(tmp_path):
+    for flags in ({"restart": True}, {"restart": False, "resume": False}):
+        model, optimizer, _ = _trainer()
+        ckpt.save_state(tmp_path, step=2, config=CONFIG, model=model, optimizer=optimizer)
+        _manifest(tmp_path, CONFIG, "completed")
+        (tmp_path / "metrics.jsonl").write_text('{"step": 1}\n')
+        begin = ckpt.start(tmp_path, {**CONFIG, "lr": 3e-5}, kind="sft", **flags)
+        assert begin.step == 0 and begin.state_dir is None
+        assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_completed_manifest_with_the_same_config_raises_stage_complete(tmp_path):
+    _manifest(tmp_path, CONFIG, "completed", metrics={"train/loss": 0.5})
+    with pytest.raises(ckpt.StageComplete) as caught:
+        ckpt.start(tmp_path, {**CONFIG, "log_every": 9}, kind="sft", restart=False)
+    assert "already complete" in caught.value.message and caught.value.metrics == {"train/loss": 0.5}
+    with pytest.raises(CascadeUsageError, match=r"steps \(4 -> 5\)"):
+        ckpt.start(tmp_path, {**CONFIG, "steps": 5}, kind="sft", restart=False)
+    with pytest.raises(CascadeUsageError, match="holds a sft stage, not reward_model"):
+        ckpt.start(tmp_path, CONFIG, kind="reward_model", restart=False)
+
+
+def test_unfinished_manifest_resumes_from_state_or_starts_fresh_without_one(tmp_path):
+    _manifest(tmp_path, CONFIG, "running")
+    assert ckpt.start(tmp_path, CONFIG, kind="sft", restart=False).step == 0
+    model, optimizer, _ = _trainer()
+    ckpt.save_state(tmp_path, step=3, config=CONFIG, model=model, optimizer=optimizer)
+    _manifest(tmp_path, CONFIG, "stopped")
+    assert ckpt.start(tmp_path, CONFIG, kind="sft", restart=False).step == 3
+    with pytest.raises(CascadeUsageError, match=r"lr \(1e-05 -> 0.1\)"):
+        ckpt.start(tmp_path, {**CONFIG, "lr": 0.1}, kind="sft", restart=False)
+
+
+# ---- atomic writes -------------------------------------------------------------------------------------
+
+_SAVE_TWICE = textwrap.dedent(
+    """
+    import os, sys, torch
+    from cascade_cli.engines.local import checkpoint as ckpt
+    model = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.AdamW(model.parameters())
+    ckpt.save_state(sys.argv[1], step=1, config={"lr": 1}, model=model, optimizer=optimizer)
+    os.environ[ckpt.KILL_HOOK] = sys.argv[2]
+    ckpt.save_state(sys.argv[1], step=2, config={"lr": 1}, model=model, optimizer=optimizer)
+    """
+)
+
+
+@pytest.mark.parametrize("phase", ["2", "2:swap"])
+def test_a_kill_during_save_leaves_the_previous_state_loadable(tmp_path, phase):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", _SAVE_TWICE, str(tmp_path), phase], env=env, check=False)
+    assert done.returncode == -signal.SIGKILL
+    state = ckpt.find_state(tmp_path)
+    assert state is not None and ckpt.read_progress(state)["step"] == 1
+    begin = ckpt.start(tmp_path, {"lr": 1}, kind="sft", restart=False)
+    assert begin.step == 1
+    model = torch.nn.Linear(3, 2)
+    ckpt.load_state(begin, model, torch.optim.AdamW(model.parameters()))
+    ckpt.save_state(tmp_path, step=3, config={"lr": 1}, model=model, optimizer=torch.optim.AdamW(model.parameters()))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trainer_state"]
+
+
+class _Saves:
+    def __init__(self, name: str):
+        self.name = name
+
+    def save_pretrained(self, path: str, **kwargs) -> None:
+        (Path(path) / self.name).write_text(json.dumps(kwargs))
+
+
+def test_save_final_renames_the_files_into_out(tmp_path):
+    (tmp_path / "config.json").write_text("old")
+    ckpt.save_final(tmp_path, _Saves("config.json"), _Saves("tokenizer.json"), safe_serialization=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "tokenizer.json"]
+    assert json.loads((tmp_path / "config.json").read_text()) == {"safe_serialization": True}
+    assert read_manifest(tmp_path) is None  # the caller writes the manifest last
