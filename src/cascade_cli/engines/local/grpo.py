@@ -19,8 +19,6 @@ The math lives in losses.py (pure functions) and logprobs.py (memory-safe log-pr
 from __future__ import annotations
 
 import copy
-import os
-import shutil
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -28,38 +26,18 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
 
-from cascade_cli.checkpoint import (
-    TRAINER_STATE_DIR,
-    MetricsLog,
-    fingerprint_path,
-    require_model_dir,
-    write_manifest,
-)
+from cascade_cli.checkpoint import MetricsLog, fingerprint_path, require_model_dir, write_manifest
 from cascade_cli.config.grpo import DOMAIN_MODES, PROMPT_MODES, GRPOConfig, PhaseConfig, RLVRConfig
+from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console
+from cascade_cli.engines.local import checkpoint, rl_data, rl_rewards
 from cascade_cli.engines.local.generation import Generator
 from cascade_cli.engines.local.logprobs import response_hidden, token_logprobs
 from cascade_cli.engines.local.losses import grpo_loss
 from cascade_cli.engines.local.model_io import configure_threads, quiet_transformers
-from cascade_cli.engines.local.rl_data import (
-    PromptSampler,
-    check_rows,
-    fit_prompts,
-    phase_at,
-    prompt_mode,
-    render_row,
-    resolve_phases,
-)
-from cascade_cli.engines.local.rl_rewards import (
-    Group,
-    RewardHook,
-    VerifierReward,
-    assign_scores,
-    group_records,
-    warn_verifier_errors,
-)
+from cascade_cli.engines.local.rl_data import PromptSampler, prompt_mode, render_row
+from cascade_cli.engines.local.rl_rewards import Group, RewardHook
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.records import HELDOUT_FILE, load_rows, rollout_record
 from cascade_cli.tiny import resolve_model
@@ -105,7 +83,7 @@ class Run:
 def train_step(run: Run, step: int) -> dict[str, Any]:
     """Step `step + 1`: prompts -> rollouts -> rewards -> advantages and filters -> update -> sync -> metrics."""
     config, began = run.config, time.perf_counter()
-    phase_index, phase = phase_at(run.phases, step)
+    phase_index, phase = rl_data.phase_at(run.phases, step)
     timer = {"generate": 0.0, "verify": 0.0, "verify_wait": 0.0}
     sampled: list[Group] = []  # every group generated this step, filtered or not
     kept: list[Group] = []  # the groups trained on
@@ -117,10 +95,10 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
         positions = list(range(len(sampled), len(sampled) + needed))
         # 2-3. rollouts, scored chunk by chunk on the reward thread while the next chunk generates
         groups, records, scores = rollout_round(run, indices, positions, phase, timer)
-        verify_errors += warn_verifier_errors(records, scores, step + 1)
+        verify_errors += rl_rewards.warn_verifier_errors(records, scores, step + 1)
         # 4. training rewards and advantages; dynamic filtering drops groups without signal
         rule = dict(overlong_filter=phase.overlong_filter, truncated_reward=config.truncated_reward)
-        for group in assign_scores(groups, scores, run.reward, **rule, adv_eps=config.adv_eps):
+        for group in rl_rewards.assign_scores(groups, scores, run.reward, **rule, adv_eps=config.adv_eps):
             run.sampler.record(group.row_index, sum(s.passed for s in group.scores), len(group.scores))
             sampled.append(group)
             if not (config.dynamic_filter and group.uniform):
@@ -129,25 +107,21 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
             break
     # 5. one optimizer step over every kept response
     train_began = time.perf_counter()
-    update = policy_update(run, kept, phase.temperature)
+    update = {"verify_errors": verify_errors, **policy_update(run, kept, phase.temperature)}
     timer["train"] = time.perf_counter() - train_began
     # 6. weight sync (free for the hf backend: it shares the policy module)
     sync_began = time.perf_counter()
     run.generator.update_weights(run.policy.state_dict())
     timer["sync"] = time.perf_counter() - sync_began
-    return step_metrics(run, phase_index, phase, sampled, kept, verify_errors, update, timer, began)
+    return step_metrics(run, phase_index, phase, sampled, kept, update, timer, began)
 
 
 def generate_groups(run: Run, indices: list[int], positions: list[int], phase: PhaseConfig) -> list[Group]:
     modes = [prompt_mode(run.mode, run.rows[i], p) for i, p in zip(indices, positions, strict=True)]
     prompts = [render_row(run.rows[i], m) for i, m in zip(indices, modes, strict=True)]
     outputs = run.generator.generate(
-        prompts,
-        n=run.config.group_size,
-        max_new_tokens=phase.max_response_len,
-        temperature=phase.temperature,
-        top_p=run.config.top_p,
-        top_k=run.config.top_k,
+        prompts, n=run.config.group_size, max_new_tokens=phase.max_response_len, temperature=phase.temperature,
+        top_p=run.config.top_p, top_k=run.config.top_k,
     )
     return [
         Group(i, m, run.tokenizer.encode(p, add_special_tokens=False), out)
@@ -163,7 +137,7 @@ def rollout_round(
     def timed_score(groups: list[Group]) -> list[Score]:
         began = time.perf_counter()
         try:
-            return run.reward.score(group_records(groups, run.rows, run.domain))
+            return run.reward.score(rl_rewards.group_records(groups, run.rows, run.domain))
         finally:
             timer["verify"] += time.perf_counter() - began
 
@@ -173,13 +147,14 @@ def rollout_round(
     pending: list[Future[list[Score]]] = []
     for start in range(0, len(indices), chunk):
         began = time.perf_counter()
-        chunk_groups = generate_groups(run, indices[start : start + chunk], positions[start : start + chunk], phase)
+        part = slice(start, start + chunk)
+        chunk_groups = generate_groups(run, indices[part], positions[part], phase)
         timer["generate"] += time.perf_counter() - began
         pending.append(run.pool.submit(timed_score, chunk_groups))
         groups.extend(chunk_groups)
     began = time.perf_counter()
     scores = [s for future in pending for s in future.result()]
-    records = group_records(groups, run.rows, run.domain)
+    records = rl_rewards.group_records(groups, run.rows, run.domain)
     scores = run.reward.finalize(records, scores)  # batch-level rules (RLHF's code-switch penalty)
     timer["verify_wait"] += time.perf_counter() - began
     return groups, records, scores
@@ -235,30 +210,16 @@ def micro_step(run: Run, micro: list[TrainSequence], normaliser: int, temperatur
         with torch.no_grad():
             ref_logprobs = sequence_logprobs(run.reference, micro, temperature, run)[0]
     loss, stats = grpo_loss(
-        logprobs,
-        present.float() * keep[:, None],
-        advantages,
-        normaliser,
-        entropy=entropy,
-        ref_logprobs=ref_logprobs,
-        kl_coef=config.kl_coef,
-        entropy_coef=config.entropy_coef,
-        aggregation=config.loss_aggregation,
+        logprobs, present.float() * keep[:, None], advantages, normaliser, entropy, ref_logprobs,
+        kl_coef=config.kl_coef, entropy_coef=config.entropy_coef, aggregation=config.loss_aggregation,
     )
     loss.backward()
     return stats
 
 
 def step_metrics(
-    run: Run,
-    phase_index: int,
-    phase: PhaseConfig,
-    sampled: list[Group],
-    kept: list[Group],
-    verify_errors: int,
-    update: dict[str, float],
-    timer: dict[str, float],
-    began: float,
+    run: Run, phase_index: int, phase: PhaseConfig, sampled: list[Group], kept: list[Group],
+    update: dict[str, float], timer: dict[str, float], began: float,
 ) -> dict[str, Any]:
     """The step's metrics.jsonl line. Rollout statistics cover every sampled group, filtered ones included."""
     rewards = [r for g in sampled for r in g.rewards]
@@ -280,8 +241,7 @@ def step_metrics(
         "response_len_mean": sum(lengths) / max(len(lengths), 1),
         "response_len_max": max(lengths, default=0),
         "truncation_ratio": sum(truncated) / max(len(truncated), 1),
-        "verify_errors": verify_errors,
-        **update,
+        **update,  # verify_errors, entropy, grad_norm, loss_tokens[, kl]
         "lr": run.optimizer.param_groups[0]["lr"],
         "temperature": phase.temperature,
         "max_response_len": phase.max_response_len,
@@ -328,7 +288,8 @@ def build_run(
     check_config(config, mode)
     init = str(require_model_dir(resolve_model(config.init or ""), "init checkpoint"))
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    dtype = getattr(torch, config.dtype) if config.dtype != "auto" else torch.bfloat16 if device == "cuda" else torch.float32
+    auto = torch.bfloat16 if device == "cuda" else torch.float32
+    dtype = getattr(torch, config.dtype) if config.dtype != "auto" else auto
     configure_threads()
     quiet_transformers()
     torch.manual_seed(config.seed)
@@ -341,47 +302,17 @@ def build_run(
         policy.parameters(), lr=config.lr, betas=(config.beta1, config.beta2), weight_decay=config.weight_decay
     )
     limit = config.max_prompt_len
-    rows = fit_prompts(rows, config.data, mode, tokenizer, limit)
-    eval_rows = fit_prompts(eval_rows, config.eval_data, mode, tokenizer, limit) if eval_rows else []
+    rows = rl_data.fit_prompts(rows, config.data, mode, tokenizer, limit)
+    eval_rows = rl_data.fit_prompts(eval_rows, config.eval_data, mode, tokenizer, limit) if eval_rows else []
     sampler = PromptSampler(
         len(rows), config.seed, config.epoch_filter, config.epoch_filter_hard_p, config.epoch_filter_easy_p
     )
     return Run(
-        config=config,
-        init=init,
-        domain=domain,
-        mode=mode,
-        phases=resolve_phases(config),
-        rows=rows,
-        eval_rows=eval_rows,
-        reward=reward,
-        tokenizer=tokenizer,
+        config=config, init=init, domain=domain, mode=mode, phases=rl_data.resolve_phases(config), rows=rows,
+        eval_rows=eval_rows, reward=reward, tokenizer=tokenizer, device=device,
         pad_id=pad if pad is not None else (tokenizer.eos_token_id or 0),
-        device=device,
-        policy=policy,
-        reference=reference,
-        optimizer=optimizer,
-        sampler=sampler,
+        policy=policy, reference=reference, optimizer=optimizer, sampler=sampler,
     )
-
-
-def start_generator(run: Run, rng_state: Any = None) -> Generator:
-    backend, rollout = run.config.rollout.backend, run.config.rollout
-    if backend in ("auto", "hf"):
-        generator = Generator.from_model(
-            run.policy, run.tokenizer, seed=run.config.seed, max_batch_size=rollout.max_batch_size
-        )
-    else:
-        generator = Generator(
-            run.init,
-            backend=backend,
-            seed=run.config.seed,
-            device=run.device,
-            max_batch_size=rollout.max_batch_size,
-        )
-        generator.update_weights(run.policy.state_dict())
-    generator.set_rng_state(rng_state)
-    return generator
 
 
 def evaluate(run: Run) -> dict[str, float]:
@@ -394,11 +325,7 @@ def evaluate(run: Run) -> dict[str, float]:
     outputs = run.generator.generate(prompts, n=1, max_new_tokens=max_new, temperature=0.0)
     records = [
         rollout_record(
-            row,
-            group[0].text,
-            domain=run.domain,
-            mode=mode,
-            finish_reason=group[0].finish_reason,
+            row, group[0].text, domain=run.domain, mode=mode, finish_reason=group[0].finish_reason,
             record_id=row.get("id", index),
         )
         for index, (row, mode, group) in enumerate(zip(rows, modes, outputs, strict=True))
@@ -416,43 +343,18 @@ def evaluate(run: Run) -> dict[str, float]:
 # ---------------------------------------------------------------------------------------------------------
 
 
-def save_checkpoint(run: Run, step: int, eval_before: dict[str, float] | None) -> None:
-    out = Path(run.config.out or "")
-    run.policy.save_pretrained(out, safe_serialization=True)
-    run.tokenizer.save_pretrained(out)
-    state_dir, tmp, old = (out / (TRAINER_STATE_DIR + s) for s in ("", ".tmp", ".old"))
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    torch.save({k: v.detach().cpu() for k, v in run.policy.state_dict().items()}, tmp / "policy.pt")
-    state = {
-        "step": step,
-        "optimizer": run.optimizer.state_dict(),
-        "torch_rng": torch.get_rng_state(),
-        "generator_rng": run.generator.rng_state(),
-        "sampler": run.sampler.state(),
-        "eval_before": eval_before,
-    }
-    torch.save(state, tmp / "state.pt")
-    if state_dir.exists():
-        os.replace(state_dir, old)
-    os.replace(tmp, state_dir)
-    shutil.rmtree(old, ignore_errors=True)
+def save_checkpoint(run: Run, step: int, config_dict: dict[str, Any], eval_before: dict | None) -> None:
+    """trainer_state/ (the one layout): policy, optimizer, global RNGs, and in `extra` the generator's RNG,
+    the prompt sampler and the held-out metrics before training."""
+    extra = {"sampler": run.sampler.state(), "generator_rng": run.generator.rng_state()}
+    extra["eval_before"] = eval_before
+    checkpoint.save_state(
+        run.config.out or "", step=step, config=config_dict, model=run.policy, optimizer=run.optimizer,
+        extra=extra, fingerprints=data_fingerprints(run.config, "data"),
+    )
 
 
-def load_checkpoint(run: Run) -> tuple[int, Any, dict[str, float] | None]:
-    """(step, generator RNG state, held-out metrics before training) from OUT/trainer_state."""
-    out = Path(run.config.out or "")
-    state_dir = out / TRAINER_STATE_DIR
-    run.policy.load_state_dict(torch.load(state_dir / "policy.pt", map_location=run.device))
-    state = torch.load(state_dir / "state.pt", map_location="cpu", weights_only=False)
-    run.optimizer.load_state_dict(state["optimizer"])
-    torch.set_rng_state(state["torch_rng"])
-    run.sampler.load_state(state["sampler"])
-    console.print(f"resuming {out} from step {state['step']}")
-    return state["step"], state["generator_rng"], state["eval_before"]
-
-
-def train(run: Run, step: int, eval_before: dict[str, float] | None) -> dict[str, Any]:
+def train(run: Run, step: int, eval_before: dict | None, config_dict: dict[str, Any]) -> dict[str, Any]:
     """Steps `step + 1 ..` to the end of the schedule; the final checkpoint; the summary."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -479,24 +381,18 @@ def train(run: Run, step: int, eval_before: dict[str, float] | None) -> dict[str
                 ),
             )
             if config.save_every and step % config.save_every == 0 and step < total_steps:
-                save_checkpoint(run, step, eval_before)
+                save_checkpoint(run, step, config_dict, eval_before)
     metrics_log.close()
     run.pool.shutdown(wait=True)
-    run.policy.save_pretrained(out, safe_serialization=True)
-    run.tokenizer.save_pretrained(out)
+    checkpoint.save_final(out, run.policy, run.tokenizer, safe_serialization=True)
     summary: dict[str, Any] = {"steps": step, **{f"final_{k}": v for k, v in last.items()}}
     if run.eval_rows and eval_before is not None:
         after = evaluate(run)
-        summary.update(
-            {
-                "heldout_accuracy_before": eval_before["accuracy"],
-                "heldout_accuracy_after": after["accuracy"],
-                "heldout_reward_before": eval_before["reward"],
-                "heldout_reward_after": after["reward"],
-                "heldout_n": after["n"],
-            }
-        )
+        for key in ("accuracy", "reward"):
+            summary[f"heldout_{key}_before"], summary[f"heldout_{key}_after"] = eval_before[key], after[key]
+        summary["heldout_n"] = after["n"]
     summary["wall_s"] = time.perf_counter() - started
+    run.generator.close()
     return summary
 
 
@@ -505,16 +401,21 @@ def train(run: Run, step: int, eval_before: dict[str, float] | None) -> dict[str
 # ---------------------------------------------------------------------------------------------------------
 
 
-def stage_manifest(config: Any, summary: dict[str, Any], paths: dict[str, str | None]) -> None:
-    resolved = config if isinstance(config, DictConfig) else OmegaConf.structured(config)
+def data_fingerprints(config: GRPOConfig, *names: str) -> dict[str, str]:
+    paths = {name: getattr(config, name) for name in names or ("data", "eval_data")}
+    return {name: fingerprint_path(path) for name, path in paths.items() if path}
+
+
+def stage_manifest(config: GRPOConfig, config_dict: dict[str, Any], summary: dict[str, Any], status: str) -> None:
     write_manifest(
         config.out or "",
         stage=config.name or config.kind,
         kind=config.kind,
-        config=OmegaConf.to_container(resolved, resolve=True),  # type: ignore[arg-type]
+        config=config_dict,
         init=config.init,
-        data_fingerprints={name: fingerprint_path(p) for name, p in paths.items() if p},
+        data_fingerprints=data_fingerprints(config),
         metrics=summary,
+        status=status,
         timings={"wall_s": summary.get("wall_s", 0.0)},
     )
 
@@ -528,21 +429,38 @@ def run_grpo(
     rows: list[dict[str, Any]],
     eval_rows: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Train one GRPO stage with any reward hook and write the checkpoint directory + manifest."""
+    """Train one GRPO stage with any reward hook and write the checkpoint directory + manifest.
+
+    The one resume rule (engines/local/checkpoint.py): unfinished with the same config -> resume from
+    trainer_state/; completed with the same config -> print so and return its metrics without training; a
+    changed config -> exit 2 naming the keys, unless `restart`."""
     if not config.out:
         raise CascadeUsageError("out: expected an output directory, found none")
-    run = build_run(config, rows, reward, domain=domain, mode=mode, eval_rows=eval_rows)
-    step, generator_rng, eval_before = 0, None, None
-    if config.resume and (Path(config.out) / TRAINER_STATE_DIR / "state.pt").exists():
-        step, generator_rng, eval_before = load_checkpoint(run)
-    run.generator = start_generator(run, generator_rng)
+    config_dict = to_plain(config)
     try:
-        summary = train(run, step, eval_before)
-    finally:
-        run.pool.shutdown(wait=False)
-        run.generator.close()
+        begin = checkpoint.start(
+            config.out, config_dict, kind=config.kind, restart=config.restart, resume=config.resume,
+            fingerprints=data_fingerprints(config, "data"),
+        )
+    except checkpoint.StageComplete as done:
         reward.close()
-    stage_manifest(config, summary, {"data": config.data, "eval_data": config.eval_data})
+        console.print(done.message, soft_wrap=True)
+        return done.metrics
+    try:
+        run = build_run(config, rows, reward, domain=domain, mode=mode, eval_rows=eval_rows)
+        if begin.resumed:
+            checkpoint.load_state(begin, run.policy, run.optimizer)
+            run.sampler.load_state(begin.extra["sampler"])
+        run.generator = Generator.for_policy(
+            run.policy, run.tokenizer, run.init, backend=config.rollout.backend, seed=config.seed,
+            max_batch_size=config.rollout.max_batch_size,
+        )
+        run.generator.set_rng_state(begin.extra.get("generator_rng"))
+        stage_manifest(config, config_dict, {}, "running")
+        summary = train(run, begin.step, begin.extra.get("eval_before"), config_dict)
+    finally:
+        reward.close()
+    stage_manifest(config, config_dict, summary, "completed")
     return summary
 
 
@@ -555,13 +473,15 @@ def run_rlvr(config: RLVRConfig) -> dict[str, Any]:
     try:
         verifier = get_verifier(config.domain, **options)
     except TypeError as error:
-        raise CascadeUsageError(f"verifier_options: not accepted by the {config.domain} verifier ({error})") from None
+        raise CascadeUsageError(
+            f"verifier_options: not accepted by the {config.domain} verifier ({error})"
+        ) from None
     rows = load_rows(config.data)
-    check_rows(rows, verifier, config.data)
+    rl_data.check_rows(rows, verifier, config.data)
     eval_rows = None
     if config.eval_data:
         eval_rows = load_rows(config.eval_data, (HELDOUT_FILE,))
-        check_rows(eval_rows, verifier, config.eval_data)
+        rl_data.check_rows(eval_rows, verifier, config.eval_data)
     require_model_dir(resolve_model(config.init or ""), "init checkpoint")
-    reward = VerifierReward(config.domain, workers=config.verify_workers, options=options)
+    reward = rl_rewards.VerifierReward(config.domain, workers=config.verify_workers, options=options)
     return run_grpo(config, reward, domain=config.domain, mode=mode, rows=rows, eval_rows=eval_rows)
