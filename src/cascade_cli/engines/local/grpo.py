@@ -6,8 +6,8 @@ RLHF.
   2. rollouts   sample G responses each (hf loop over the policy itself, or in-process vLLM synced after
                 every step);
   3. rewards    score them through the reward hook (the verifier registry for RLVR), chunk by chunk in a
-                background thread while the next chunk generates; truncated responses are either masked
-                out of the loss (overlong filtering) or get `truncated_reward`;
+                background thread while the next chunk generates; a truncated response gets
+                `truncated_reward` and, with overlong filtering, carries no loss;
   4. advantages A = (r - mean(group)) / (std(group) + eps); (optional) drop groups whose rewards are all
                 equal and refill from the data (DAPO dynamic filtering);
   5. update     one AdamW step on the token-level policy-gradient loss (strictly on-policy: the importance
