@@ -13,13 +13,10 @@ import torch
 from cascade_cli import verifiers
 from cascade_cli.checkpoint import read_manifest, read_metrics
 from cascade_cli.config.grpo import PhaseConfig, RLVRConfig
-from cascade_cli.engines.local.grpo import (
-    GRPOTrainer,
-    group_advantages,
-    grpo_loss,
-    response_logits,
-    run_rlvr,
-)
+from cascade_cli.engines.local import grpo
+from cascade_cli.engines.local.grpo import run_rlvr
+from cascade_cli.engines.local.logprobs import response_hidden
+from cascade_cli.engines.local.losses import group_advantages, grpo_loss, is_uniform, training_rewards
 from cascade_cli.engines.local.rl_data import PromptSampler, prompt_mode
 from cascade_cli.jsonl import write_jsonl
 
@@ -78,17 +75,24 @@ def toy_config(tmp_path: Path, tiny_dir: Path, **overrides) -> RLVRConfig:
 # ---- the loss --------------------------------------------------------------------------------------------
 
 
+def per_token(logits: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(log-probs, entropy) [B, T] of `tokens` under full [B, T, V] logits: the loss's inputs."""
+    logprobs_all = logits.float().log_softmax(-1)
+    entropy = -(logprobs_all.exp() * logprobs_all).sum(-1)
+    return logprobs_all.gather(-1, tokens[..., None]).squeeze(-1), entropy
+
+
 def test_loss_is_token_level_reinforce_with_ratio_one():
     torch.manual_seed(0)
     logits = torch.randn(2, 3, 5, requires_grad=True)
     tokens = torch.tensor([[1, 2, 3], [4, 0, 0]])
     mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
     advantages = torch.tensor([0.5, -2.0])
-    loss, stats = grpo_loss(logits, tokens, mask, advantages, total_tokens=4)
-    logprobs = logits.log_softmax(-1).gather(-1, tokens[..., None]).squeeze(-1)
+    logprobs, entropy = per_token(logits, tokens)
+    loss, stats = grpo_loss(logprobs, mask, advantages, 4, entropy=entropy)
     expected = -(advantages[:, None] * logprobs * mask).sum() / 4  # REINFORCE; every token weighs the same
     assert float(loss.detach()) == pytest.approx(float(-(advantages[:, None] * mask).sum() / 4))  # ratio == 1
-    (grad,) = torch.autograd.grad(loss, logits)
+    (grad,) = torch.autograd.grad(loss, logits, retain_graph=True)
     (expected_grad,) = torch.autograd.grad(expected, logits)
     assert torch.allclose(grad, expected_grad)
     assert grad[1, 1:].abs().sum() == 0  # masked tokens carry no gradient
@@ -100,16 +104,14 @@ def test_loss_k3_kl_and_entropy_bonus():
     logits = torch.randn(1, 4, 6)
     tokens = torch.tensor([[0, 1, 2, 3]])
     mask = torch.ones(1, 4)
-    logprobs = logits.log_softmax(-1).gather(-1, tokens[..., None]).squeeze(-1)
-    base, _ = grpo_loss(logits, tokens, mask, torch.zeros(1), 4)
-    same, stats = grpo_loss(logits, tokens, mask, torch.zeros(1), 4, ref_logprobs=logprobs, kl_coef=0.5)
+    logprobs, entropy = per_token(logits, tokens)
+    base, _ = grpo_loss(logprobs, mask, torch.zeros(1), 4)
+    same, stats = grpo_loss(logprobs, mask, torch.zeros(1), 4, ref_logprobs=logprobs, kl_coef=0.5)
     assert float(same) == pytest.approx(float(base)) and stats["kl_sum"] == pytest.approx(0.0, abs=1e-6)
-    shifted, stats = grpo_loss(
-        logits, tokens, mask, torch.zeros(1), 4, ref_logprobs=logprobs - 1.0, kl_coef=0.5
-    )
+    shifted, stats = grpo_loss(logprobs, mask, torch.zeros(1), 4, ref_logprobs=logprobs - 1.0, kl_coef=0.5)
     k3 = torch.exp(torch.tensor(-1.0)) + 1.0 - 1.0  # exp(r) - r - 1 at r = -1
     assert float(shifted) == pytest.approx(0.5 * float(k3), rel=1e-5)
-    with_bonus, _ = grpo_loss(logits, tokens, mask, torch.zeros(1), 4, entropy_coef=0.1)
+    with_bonus, _ = grpo_loss(logprobs, mask, torch.zeros(1), 4, entropy=entropy, entropy_coef=0.1)
     entropy = -(logits.log_softmax(-1).exp() * logits.log_softmax(-1)).sum(-1).mean()
     assert float(with_bonus) == pytest.approx(-0.1 * float(entropy), rel=1e-5)
 
@@ -124,22 +126,35 @@ def test_group_advantages_z_score_and_masking():
     assert masked[2] == 0.0 and masked[0] == pytest.approx(-masked[1])
 
 
-def test_shared_prompt_logits_equal_full_sequence_forward_with_gradients(tiny_dir):
+def test_truncation_rule_and_dynamic_filter_test():
+    truncated = [False, True, False]
+    # overlong filtering: the truncated response carries no loss (and gets truncated_reward in the metrics)
+    assert training_rewards([0.5, 0.9, 0.1], truncated, True, 0.0) == ([0.5, 0.0, 0.1], [True, False, True])
+    # no filtering: it gets truncated_reward (0, a wrong answer), or its score when that is unset
+    assert training_rewards([0.5, 0.9, 0.1], truncated, False, 0.0) == ([0.5, 0.0, 0.1], [True, True, True])
+    assert training_rewards([0.5, 0.9, 0.1], truncated, False, None)[0] == [0.5, 0.9, 0.1]
+    assert is_uniform([1.0, 1.0], [True, True]) and is_uniform([1.0, 0.0], [True, False])
+    assert not is_uniform([1.0, 0.0, 1.0], [True, True, False])
+
+
+def test_shared_prompt_hidden_states_equal_full_sequence_forward_with_gradients(tiny_dir):
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(tiny_dir, dtype=torch.float32)
     short, long = [5, 6, 7], [8, 9, 10, 11, 12, 13]
-    micro = [(short, [20, 21, 22, 1], 1.0, True), (short, [23], -1.0, True), (long, [24, 25], 0.5, False)]
-    logits, tokens, mask, _ = response_logits(model, micro, 0.7, pad=0, device="cpu")
+    prompts, responses, keep = [short, short, long], [[20, 21, 22, 1], [23], [24, 25]], [1.0, 1.0, 0.0]
+    hidden, tokens, present = response_hidden(model, prompts, responses, pad=0, device="cpu")
+    logits = model.lm_head(hidden) / 0.7
+    mask = present * torch.tensor(keep)[:, None]
     assert mask.tolist() == [[1, 1, 1, 1], [1, 0, 0, 0], [0, 0, 0, 0]]
     (logits * mask[..., None]).sum().backward()
     shared_grad = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
     model.zero_grad()
     total = 0
-    for row, (prompt, response, *_) in enumerate(micro):
+    for row, (prompt, response) in enumerate(zip(prompts, responses, strict=True)):
         full = model(input_ids=torch.tensor([prompt + response])).logits[0, len(prompt) - 1 : -1] / 0.7
         assert torch.allclose(logits[row, : len(response)], full, atol=1e-4)
-        total = total + full.sum() * float(mask[row, 0])
+        total = total + full.sum() * keep[row]
     total.backward()
     for name, param in model.named_parameters():
         if name in shared_grad:
@@ -288,18 +303,18 @@ def test_verifier_error_scores_zero_and_the_run_continues(tmp_path, tiny_dir, to
     assert "explodes#0" in capsys.readouterr().err.replace("\n", "")
 
 
-# The unpatched methods, wrapped by the timing test below (which patches twice).
-_GENERATE_GROUPS, _LETTER_VERIFY = GRPOTrainer._generate_groups, LetterVerifier.verify_one
+# The unpatched functions, wrapped by the timing test below (which patches twice).
+_GENERATE_GROUPS, _LETTER_VERIFY = grpo.generate_groups, LetterVerifier.verify_one
 
 
 def _generation_and_verification_intervals(config: RLVRConfig, monkeypatch) -> tuple[list, list]:
     """Run `config`, recording the wall-clock interval of every generation chunk and every verifier call."""
     generating, verifying = [], []
 
-    def timed_generate(self, *args):
+    def timed_generate(*args):
         began = time.perf_counter()
         try:
-            return _GENERATE_GROUPS(self, *args)
+            return _GENERATE_GROUPS(*args)
         finally:
             generating.append((began, time.perf_counter()))
 
@@ -311,7 +326,7 @@ def _generation_and_verification_intervals(config: RLVRConfig, monkeypatch) -> t
         finally:
             verifying.append((began, time.perf_counter()))
 
-    monkeypatch.setattr(GRPOTrainer, "_generate_groups", timed_generate)
+    monkeypatch.setattr(grpo, "generate_groups", timed_generate)
     monkeypatch.setattr(LetterVerifier, "verify_one", slow_verify)
     run_rlvr(config)
     return generating, verifying

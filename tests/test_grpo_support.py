@@ -7,8 +7,11 @@ SFT'd tiny model are used by the learning tests.
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 import string
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -75,3 +78,27 @@ def toy_rows(n: int, seed: int = 0, kinds: tuple[str, ...] = ("lowercase", "digi
             }
         )
     return rows
+
+
+KILL_AT_SCORE = "CASCADE_TEST_KILL_AT_SCORE"  # N: SIGKILL the process at its Nth reward-hook call
+
+
+def cli_main() -> None:
+    """The real `cascade` CLI with the toy verifier standing in for `math` (for subprocess tests), and a
+    kill point inside scoring: `KILL_AT_SCORE=N` SIGKILLs the process at its Nth `VerifierReward.score`."""
+    from cascade_cli import verifiers
+    from cascade_cli.cli import main
+    from cascade_cli.engines.local import rl_rewards
+
+    verifiers._REGISTRY[TOY_DOMAIN] = "test_grpo_support:LetterVerifier"
+    wanted, calls, real_score = int(os.environ.get(KILL_AT_SCORE) or 0), [0], rl_rewards.VerifierReward.score
+
+    def score(self: rl_rewards.VerifierReward, records: list[dict[str, Any]]) -> list[Score]:
+        calls[0] += 1
+        if calls[0] == wanted:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real_score(self, records)
+
+    rl_rewards.VerifierReward.score = score  # type: ignore[method-assign]
+    sys.argv = ["cascade", *sys.argv[1:]]
+    main()

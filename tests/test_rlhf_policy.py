@@ -12,7 +12,7 @@ from cascade_cli.checkpoint import read_manifest, read_metrics
 from cascade_cli.config.rlhf import RLHFConfig
 from cascade_cli.config.structure import structure
 from cascade_cli.engines.local import reward_model as rm
-from cascade_cli.engines.local.grpo import grpo_loss
+from cascade_cli.engines.local.losses import grpo_loss
 from cascade_cli.engines.local.rlhf import RewardModelReward, apply_code_switch_penalty, zscore_tanh
 from cascade_cli.jsonl import write_jsonl
 
@@ -85,9 +85,10 @@ def test_sequence_level_aggregation_and_kl_change_the_loss():
     tokens = torch.randint(0, 11, (2, 4))
     mask = torch.tensor([[1.0, 1, 1, 1], [1, 0, 0, 0]])  # a long and a short response
     advantages = torch.tensor([1.0, -1.0])
-    token, _ = grpo_loss(logits, tokens, mask, advantages, total_tokens=5)
-    sequence, _ = grpo_loss(logits, tokens, mask, advantages, total_tokens=2, aggregation="sequence")
-    token.backward()
+    logprobs = logits.log_softmax(-1).gather(-1, tokens[..., None]).squeeze(-1)
+    token, _ = grpo_loss(logprobs, mask, advantages, 5)
+    sequence, _ = grpo_loss(logprobs, mask, advantages, 2, aggregation="sequence")
+    token.backward(retain_graph=True)
     token_grad = logits.grad.clone()
     logits.grad = None
     sequence.backward()
@@ -95,7 +96,7 @@ def test_sequence_level_aggregation_and_kl_change_the_loss():
     assert not torch.allclose(token_grad, logits.grad)
     assert logits.grad[1, 0].abs().sum() > token_grad[1, 0].abs().sum()
     reference = torch.log_softmax(torch.randn(2, 4, 11), -1).gather(-1, tokens[..., None]).squeeze(-1)
-    with_kl, stats = grpo_loss(logits, tokens, mask, advantages, 5, ref_logprobs=reference, kl_coef=1e-3)
+    with_kl, stats = grpo_loss(logprobs, mask, advantages, 5, ref_logprobs=reference, kl_coef=1e-3)
     assert stats["kl_sum"] > 0 and float(with_kl.detach()) != pytest.approx(float(token.detach()), abs=1e-9)
 
 

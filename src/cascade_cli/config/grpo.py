@@ -106,6 +106,7 @@ class GRPOConfig(StageConfig):
     loss_aggregation: str = "token"
     entropy_coef: float = 0.0  # > 0: entropy bonus
     train_micro_batch: int = 32  # sequences per forward/backward (gradient accumulation, one step)
+    logprob_chunk_tokens: int = 1024  # positions per LM-head chunk of the log-probs (memory ~ chunk x vocab)
     dtype: str = "auto"  # auto (bf16 on GPU, fp32 on CPU) | float32 | bfloat16
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     # Rewards: the verifier registry (the same path as `cascade verify`).

@@ -131,3 +131,26 @@ class PreallocatedKVCache(Cache):
 
     def __init__(self, capacity: int) -> None:
         super().__init__(layer_class_to_replicate=functools.partial(PreallocatedLayer, capacity))
+
+
+# ---- batches over a KV cache (the rollout loop and the trainer's shared-prompt forward) -----------------
+
+
+def left_pad(sequences: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ids, mask) [N, W], left-padded: every row's last token sits in the last column."""
+    width = max(len(ids) for ids in sequences)
+    ids = torch.full((len(sequences), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for row, tokens in enumerate(sequences):
+        ids[row, width - len(tokens) :] = torch.tensor(tokens, dtype=torch.long)
+        mask[row, width - len(tokens) :] = 1
+    return ids, mask
+
+
+def cached_forward(
+    module: Any, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, cache: Any, **kw: Any
+) -> Any:
+    """One forward of a transformers module (a CausalLM or its base model) that extends `cache`."""
+    return module(
+        input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True, **kw
+    )

@@ -31,6 +31,7 @@ model's unscaled distribution when `logprobs=True` was asked for, else None.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -40,9 +41,14 @@ from typing import Any, Literal
 import torch
 
 from cascade_cli.chat import IM_END
-from cascade_cli.engines.local.fast_attention import PreallocatedKVCache, use_gqa_sdpa
-from cascade_cli.engines.local.train_state import rng_state as global_rng_state
-from cascade_cli.engines.local.train_state import set_rng_state as set_global_rng_state
+from cascade_cli.engines.local.checkpoint import rng_state as global_rng_state
+from cascade_cli.engines.local.checkpoint import set_rng_state as set_global_rng_state
+from cascade_cli.engines.local.fast_attention import (
+    PreallocatedKVCache,
+    cached_forward,
+    left_pad,
+    use_gqa_sdpa,
+)
 from cascade_cli.errors import CascadeUsageError
 
 BACKENDS = ("auto", "vllm", "hf")
@@ -58,6 +64,19 @@ class Completion:
     token_ids: list[int]
     finish_reason: FinishReason
     logprob_sum: float | None = None
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """What `generate` asks of either backend."""
+
+    n: int
+    max_new_tokens: int
+    temperature: float
+    top_p: float
+    top_k: int
+    stop: list[str]
+    logprobs: bool
 
 
 def vllm_available() -> bool:
@@ -174,6 +193,19 @@ class Generator:
             max_batch_size=max_batch_size,
         )
 
+    @classmethod
+    def for_policy(
+        cls, policy: Any, tokenizer: Any, model_dir: str, *, backend: str, seed: int, max_batch_size: int
+    ) -> Generator:
+        """A trainer's rollout engine: hf (`auto` on any device) shares `policy`; vLLM loads `model_dir` and
+        gets the policy's current weights."""
+        if backend in ("auto", "hf"):
+            return cls.from_model(policy, tokenizer, seed=seed, max_batch_size=max_batch_size)
+        device = str(next(policy.parameters()).device)
+        generator = cls(model_dir, backend=backend, seed=seed, device=device, max_batch_size=max_batch_size)
+        generator.update_weights(policy.state_dict())
+        return generator
+
     # ---- backends -------------------------------------------------------------------------------------
 
     def _init_hf(self, model: Any, tokenizer: Any, dtype: str) -> None:
@@ -247,24 +279,13 @@ class Generator:
         """`n` completions for each prompt (already rendered text), in prompt order."""
         if not prompts:
             return []
-        stop = list(stop or ())
+        spec = Sampling(n, max_new_tokens, temperature, top_p, top_k, list(stop or ()), logprobs)
         if self.backend == "vllm":
-            return self._generate_vllm(prompts, n, max_new_tokens, temperature, top_p, top_k, stop, logprobs)
+            return self._generate_vllm(prompts, spec)
         per_chunk = max(1, self.max_batch_size // n)
         results: list[Completion] = []
         for start in range(0, len(prompts), per_chunk):
-            results.extend(
-                self._generate_hf(
-                    prompts[start : start + per_chunk],
-                    n,
-                    max_new_tokens,
-                    temperature,
-                    top_p,
-                    top_k,
-                    stop,
-                    logprobs,
-                )
-            )
+            results.extend(self._generate_hf(prompts[start : start + per_chunk], spec))
         return [results[i * n : (i + 1) * n] for i in range(len(prompts))]
 
     def update_weights(
@@ -311,47 +332,26 @@ class Generator:
     # ---- hf loop --------------------------------------------------------------------------------------
 
     @torch.inference_mode()
-    def _generate_hf(
-        self,
-        prompts: list[str],
-        n: int,
-        max_new_tokens: int,
-        temperature: float,
-        top_p: float,
-        top_k: int,
-        stop: list[str],
-        logprobs: bool,
-    ) -> list[Completion]:
+    def _generate_hf(self, prompts: list[str], spec: Sampling) -> list[Completion]:
         """`n` samples of each prompt, flattened in prompt order.
 
         Each prompt is prefilled once and its KV cache repeated `n` times; rows that have finished are
         dropped from the batch (cache included) once a quarter of the live rows are done.
         """
         tokenizer, model, device = self.tokenizer, self.model, self.device
-        stop_ids, stop_strings = _stop_token_ids(tokenizer, stop)
+        n, max_new_tokens, logprobs = spec.n, spec.max_new_tokens, spec.logprobs
+        stop_ids, stop_strings = _stop_token_ids(tokenizer, spec.stop)
         encoded = [tokenizer.encode(p, add_special_tokens=False) for p in prompts]
-        width = max(len(ids) for ids in encoded)
-        input_ids = torch.full((len(encoded), width), self.pad_id, dtype=torch.long)
-        prompt_mask = torch.zeros((len(encoded), width), dtype=torch.long)
-        for row, ids in enumerate(encoded):  # left padding: every row's next token sits in the last column
-            input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
-            prompt_mask[row, width - len(ids) :] = 1
-        input_ids, prompt_mask = input_ids.to(device), prompt_mask.to(device)
+        input_ids, prompt_mask = (t.to(device) for t in left_pad(encoded, self.pad_id))
+        width = input_ids.shape[1]
         positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
         stop_tensor = torch.tensor(stop_ids or [-1], device=device)
 
         was_training = model.training
         model.eval()
         cache = PreallocatedKVCache(width + max_new_tokens)
-        out = model(
-            input_ids=input_ids,
-            attention_mask=prompt_mask,
-            position_ids=positions,
-            past_key_values=cache,
-            use_cache=True,
-            logits_to_keep=1,
-        )
-        logits = out.logits[:, -1, :].float()
+        prefill = cached_forward(model, input_ids, prompt_mask, positions, cache, logits_to_keep=1)
+        logits = prefill.logits[:, -1].float()
         if n > 1:
             cache.batch_repeat_interleave(n)
             logits = logits.repeat_interleave(n, dim=0)
@@ -370,7 +370,7 @@ class Generator:
         done = torch.zeros(batch, dtype=torch.bool, device=device)  # per live row
         window = max((len(tokenizer.encode(s, add_special_tokens=False)) for s in stop_strings), default=0)
         for step in range(max_new_tokens):
-            token = _sample(logits, temperature, top_p, top_k, self.rng)
+            token = _sample(logits, spec.temperature, spec.top_p, spec.top_k, self.rng)
             token = torch.where(done, torch.full_like(token, self.pad_id), token)
             if logprobs:
                 chosen = logits.log_softmax(-1).gather(-1, token[:, None]).squeeze(-1)
@@ -392,17 +392,8 @@ class Generator:
                 done = done[keep]
                 attention = attention[keep]
             attention_now = attention[:, : width + step + 1]
-            logits = (
-                model(
-                    input_ids=token[:, None],
-                    attention_mask=attention_now,
-                    position_ids=next_position,
-                    past_key_values=cache,
-                    use_cache=True,
-                )
-                .logits[:, -1, :]
-                .float()
-            )
+            decoded = cached_forward(model, token[:, None], attention_now, next_position, cache)
+            logits = decoded.logits[:, -1].float()
             next_position = next_position + 1
         if was_training:
             model.train()
@@ -445,38 +436,20 @@ class Generator:
 
     # ---- vLLM ----------------------------------------------------------------------------------------
 
-    def _generate_vllm(
-        self,
-        prompts: list[str],
-        n: int,
-        max_new_tokens: int,
-        temperature: float,
-        top_p: float,
-        top_k: int,
-        stop: list[str],
-        logprobs: bool,
-    ) -> list[list[Completion]]:
+    def _generate_vllm(self, prompts: list[str], spec: Sampling) -> list[list[Completion]]:
         from vllm import SamplingParams
 
-        stop_ids, stop_strings = _stop_token_ids(self.tokenizer, stop)
-        if temperature <= 0 and n > 1:  # vLLM refuses n > 1 for greedy sampling: repeat the prompts instead
-            flat = self._generate_vllm(
-                [p for p in prompts for _ in range(n)],
-                1,
-                max_new_tokens,
-                temperature,
-                top_p,
-                top_k,
-                stop,
-                logprobs,
-            )
+        n, logprobs = spec.n, spec.logprobs
+        stop_ids, stop_strings = _stop_token_ids(self.tokenizer, spec.stop)
+        if spec.temperature <= 0 and n > 1:  # vLLM refuses n > 1 when greedy: repeat the prompts instead
+            flat = self._generate_vllm([p for p in prompts for _ in range(n)], dataclasses.replace(spec, n=1))
             return [[group[0] for group in flat[i * n : (i + 1) * n]] for i in range(len(prompts))]
         params = SamplingParams(
             n=n,
-            max_tokens=max_new_tokens,
-            temperature=temperature,
-            top_p=top_p,
-            top_k=top_k if top_k > 0 else -1,
+            max_tokens=spec.max_new_tokens,
+            temperature=spec.temperature,
+            top_p=spec.top_p,
+            top_k=spec.top_k if spec.top_k > 0 else -1,
             stop=stop_strings or None,
             stop_token_ids=stop_ids or None,
             logprobs=0 if logprobs else None,

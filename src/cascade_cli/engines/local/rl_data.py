@@ -1,4 +1,4 @@
-"""Prompt data for GRPO: loading and checking rows, choosing each prompt's mode, and the prompt sampler.
+"""Prompt data for GRPO: checking rows, choosing each prompt's mode, the phase schedule and the prompt sampler.
 
 The sampler walks the data in a seeded shuffled order, epoch after epoch. With epoch-level filtering
 (Nemotron-Cascade §1.5) each epoch's pass rates decide the next epoch's pool: prompts solved by none or all
@@ -13,34 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from cascade_cli.chat import prompt_messages, render_prompt
+from cascade_cli.config.grpo import GRPOConfig, PhaseConfig
+from cascade_cli.console import print_warning
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.records import row_prompt
 from cascade_cli.verifiers.base import RecordError, Verifier, parse_label
-
-
-def load_rows(path: str | Path, default_name: str = "data.jsonl") -> list[dict[str, Any]]:
-    """Canonical rows from a JSONL file, or from `default_name` inside a `cascade prepare-data` directory."""
-    path = Path(path)
-    if path.is_dir() and (path / default_name).is_file():
-        path = path / default_name
-    if not path.is_file():
-        raise CascadeUsageError(f"{path}: not found (expected a JSONL file or a directory with {default_name})")
-    if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        return pq.read_table(path).to_pylist()
-    from cascade_cli.jsonl import read_jsonl
-
-    return list(read_jsonl(path))
-
-
-def row_prompt(row: dict[str, Any]) -> str | list[dict[str, Any]]:
-    """A row's prompt: `prompt` (string or messages), else `messages` without the final assistant turn."""
-    if "prompt" in row:
-        return row["prompt"]
-    messages = list(row["messages"])
-    while messages and messages[-1].get("role") == "assistant":
-        messages.pop()
-    return messages
 
 
 def check_rows(rows: list[dict[str, Any]], verifier: Verifier | None, path: str | Path) -> None:
@@ -81,6 +58,49 @@ def prompt_mode(setting: str, row: dict[str, Any], position: int) -> str:
 
 def render_row(row: dict[str, Any], mode: str) -> str:
     return render_prompt(row_prompt(row), mode)
+
+
+def fit_prompts(rows: list[dict[str, Any]], path: str | None, mode: str, tokenizer: Any, limit: int) -> list[dict]:
+    """Drop rows whose rendered prompt exceeds `limit` tokens (max_prompt_len, with a warning); keep their order."""
+    kept = [
+        row
+        for index, row in enumerate(rows)
+        if len(tokenizer.encode(render_row(row, prompt_mode(mode, row, index)), add_special_tokens=False)) <= limit
+    ]
+    if len(kept) < len(rows):
+        print_warning(f"{path}: {len(rows) - len(kept)} rows longer than max_prompt_len are skipped")
+    if not kept:
+        raise CascadeUsageError(f"{path}: every prompt is longer than max_prompt_len={limit}")
+    return kept
+
+
+def resolve_phases(config: GRPOConfig) -> list[PhaseConfig]:
+    """The response-length schedule: `phases` with unset keys from the top level, or one phase of `steps`."""
+    if not config.phases:
+        return [PhaseConfig(config.steps, config.max_response_len, config.temperature, config.overlong_filter)]
+    phases = []
+    for index, phase in enumerate(config.phases):
+        if phase.steps is None or phase.steps < 1:
+            raise CascadeUsageError(f"phases[{index}].steps: expected a positive integer, found {phase.steps!r}")
+        phases.append(
+            PhaseConfig(
+                phase.steps,
+                phase.max_response_len if phase.max_response_len is not None else config.max_response_len,
+                phase.temperature if phase.temperature is not None else config.temperature,
+                phase.overlong_filter if phase.overlong_filter is not None else config.overlong_filter,
+            )
+        )
+    return phases
+
+
+def phase_at(phases: list[PhaseConfig], step: int) -> tuple[int, PhaseConfig]:
+    """(index, phase) of the 0-based `step`; past the end, the last phase."""
+    end = 0
+    for index, phase in enumerate(phases):
+        end += phase.steps
+        if step < end:
+            return index, phase
+    return len(phases) - 1, phases[-1]
 
 
 class PromptSampler:

@@ -23,17 +23,13 @@ from cascade_cli.checkpoint import require_model_dir
 from cascade_cli.config.rlhf import LOSS_AGGREGATIONS, REWARD_SHAPINGS, RLHFConfig
 from cascade_cli.engines.local.grpo import run_grpo
 from cascade_cli.engines.local.reward_model import load_reward_model, rm_text, score_texts
-from cascade_cli.engines.local.rl_data import check_rows, load_rows
+from cascade_cli.engines.local.rl_data import check_rows
 from cascade_cli.engines.local.rl_rewards import RewardHook
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.records import load_rows, prompt_text
 from cascade_cli.tiny import resolve_model
 from cascade_cli.verifiers import Score
 from cascade_cli.verifiers.language import detect_code_switch
-
-
-def prompt_text(prompt: Any) -> str:
-    """The user-visible text of a prompt (string or messages), for code-switch detection."""
-    return "\n".join(str(m.get("content", "")) for m in prompt_messages(prompt) if isinstance(m, dict))
 
 
 def apply_code_switch_penalty(rewards: list[float], switched: list[bool], margin: float) -> list[float]:

@@ -1,0 +1,161 @@
+"""Chunked log-probs (engines/local/logprobs.py) against today's full-logits loss, and their memory bound."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from cascade_cli.engines.local.logprobs import response_hidden, token_logprobs
+from cascade_cli.engines.local.losses import grpo_loss
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_grpo_support import build_model_dir  # noqa: E402
+
+
+def full_logits_loss(logits, tokens, mask, advantages, total_tokens, ref_logprobs, kl_coef, entropy_coef, aggregation):
+    """The loss as it was computed before chunking (grpo.py at 4f39bb3): full float32 [B, T, V] log-softmax."""
+
+    def reduce(values):
+        if aggregation == "sequence":
+            return ((values * mask).sum(-1) / mask.sum(-1).clamp(min=1)).sum() / total_tokens
+        return (values * mask).sum() / total_tokens
+
+    logprobs_all = logits.float().log_softmax(-1)
+    logprobs = logprobs_all.gather(-1, tokens[..., None]).squeeze(-1)
+    ratio = torch.exp(logprobs - logprobs.detach())
+    loss = -reduce(advantages[:, None] * ratio)
+    entropy = -(logprobs_all.exp() * logprobs_all).sum(-1)
+    if entropy_coef:
+        loss = loss - entropy_coef * reduce(entropy)
+    kl = torch.zeros(())
+    if kl_coef and ref_logprobs is not None:
+        log_ratio = ref_logprobs - logprobs
+        kl = torch.exp(log_ratio) - log_ratio - 1
+        loss = loss + kl_coef * reduce(kl)
+        kl = (kl * mask).sum()
+    return loss, {"entropy_sum": float((entropy.detach() * mask).sum()), "kl_sum": float(kl.detach())}
+
+
+def full_sequence_logits(model, prompts, responses, temperature):
+    """[B, R, V] logits predicting each response token, one plain forward of prompt + response per row."""
+    width = max(len(r) for r in responses)
+    rows = []
+    for prompt, response in zip(prompts, responses, strict=True):
+        logits = model(input_ids=torch.tensor([prompt + response])).logits[0, len(prompt) - 1 : -1] / temperature
+        rows.append(torch.nn.functional.pad(logits, (0, 0, 0, width - len(response))))
+    return torch.stack(rows)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    from transformers import AutoModelForCausalLM
+
+    path = build_model_dir(tmp_path_factory.mktemp("losses") / "tiny", seed=0)
+    policy = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    reference = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).requires_grad_(False)
+    with torch.no_grad():  # a reference that differs from the policy, so the KL term is not zero
+        for param in reference.parameters():
+            param.add_(0.02 * torch.randn_like(param))
+    return policy, reference
+
+
+@pytest.mark.parametrize("aggregation", ["token", "sequence"])
+@pytest.mark.parametrize("chunk_tokens", [1, 5, 4096])
+def test_chunked_loss_and_gradients_equal_the_full_logits_computation(models, aggregation, chunk_tokens):
+    policy, reference = models
+    short, long = [5, 6, 7], [8, 9, 10, 11, 12, 13]
+    prompts = [short, short, long, long]
+    responses = [[20, 21, 22, 1], [23], [24, 25, 26], [27, 28, 29, 30, 31, 2]]
+    keep = torch.tensor([1.0, 1.0, 0.0, 1.0])
+    advantages = torch.tensor([0.7, -1.3, 0.4, 0.9])
+    temperature, settings = 0.8, {"kl_coef": 0.1, "entropy_coef": 0.05, "aggregation": aggregation}
+    normaliser = 11 if aggregation == "token" else 3
+
+    hidden, tokens, present = response_hidden(policy, prompts, responses, pad=0, device="cpu")
+    logprobs, entropy = token_logprobs(hidden, policy.lm_head, tokens, temperature, chunk_tokens, entropy_grad=True)
+    mask = present.float() * keep[:, None]
+    with torch.no_grad():
+        ref_hidden = response_hidden(reference, prompts, responses, pad=0, device="cpu")[0]
+        ref_logprobs = token_logprobs(ref_hidden, reference.lm_head, tokens, temperature, chunk_tokens)[0]
+    loss, stats = grpo_loss(logprobs, mask, advantages, normaliser, entropy, ref_logprobs, **settings)
+    policy.zero_grad()
+    loss.backward()
+    chunked_grads = {n: p.grad.clone() for n, p in policy.named_parameters()}
+
+    policy.zero_grad()
+    logits = full_sequence_logits(policy, prompts, responses, temperature)
+    with torch.no_grad():
+        ref_all = full_sequence_logits(reference, prompts, responses, temperature).float().log_softmax(-1)
+        full_ref = ref_all.gather(-1, tokens[..., None]).squeeze(-1)
+    expected, expected_stats = full_logits_loss(
+        logits, tokens, mask, advantages, normaliser, full_ref, settings["kl_coef"], settings["entropy_coef"],
+        aggregation,
+    )  # fmt: skip
+    expected.backward()
+
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-5, abs=1e-7)
+    assert stats["entropy_sum"] == pytest.approx(expected_stats["entropy_sum"], rel=1e-5)
+    assert stats["kl_sum"] == pytest.approx(expected_stats["kl_sum"], rel=1e-4) and stats["kl_sum"] > 0
+    for name, param in policy.named_parameters():
+        assert torch.allclose(chunked_grads[name], param.grad, rtol=1e-4, atol=1e-6), name
+    assert any(g.abs().sum() > 0 for g in chunked_grads.values())
+
+
+MICRO_BATCH = """
+import json, resource, sys
+import torch
+from transformers import Qwen3Config, Qwen3ForCausalLM
+from cascade_cli.engines.local.logprobs import response_hidden, token_logprobs
+from cascade_cli.engines.local.losses import grpo_loss
+
+vocab, batch, length, chunk, bonus = (int(v) for v in sys.argv[1:6])
+torch.manual_seed(0)
+torch.set_num_threads(1)
+config = Qwen3Config(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                     num_attention_heads=2, num_key_value_heads=1, head_dim=16, max_position_embeddings=4096)
+model = Qwen3ForCausalLM(config)
+model.config._attn_implementation = "sdpa"
+prompt = list(range(1, 9))
+responses = [torch.randint(1, vocab, (length,)).tolist() for _ in range(batch)]
+kib = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+before = kib()
+hidden, tokens, present = response_hidden(model, [prompt] * batch, responses, pad=0, device="cpu")
+logprobs, entropy = token_logprobs(hidden, model.lm_head, tokens, 1.0, chunk, entropy_grad=bool(bonus))
+loss, _ = grpo_loss(logprobs, present.float(), torch.ones(batch), batch * length, entropy, entropy_coef=bonus * 0.01)
+loss.backward()
+print(json.dumps({"before_kib": before, "after_kib": kib()}))
+"""
+
+
+def micro_batch_peak_mib(vocab: int, batch: int, length: int, chunk: int, entropy_bonus: bool) -> float:
+    """Growth of peak RSS (MiB) over one micro-batch's forward + backward, in a fresh process."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OMP_NUM_THREADS": "1"}
+    args = [str(vocab), str(batch), str(length), str(chunk), str(int(entropy_bonus))]
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(MICRO_BATCH), *args], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    usage = json.loads(done.stdout.strip().splitlines()[-1])
+    return (usage["after_kib"] - usage["before_kib"]) / 1024
+
+
+def test_micro_batch_peak_memory_does_not_grow_with_vocabulary_times_length():
+    """8 x 1024 tokens over a 50k vocabulary: full float32 logits alone would be 1.6 GB (and the old loss
+    held several such tensors). Chunked, the peak stays near chunk x vocab, whatever the length is."""
+    vocab, batch, chunk = 50_000, 8, 256
+    full_logits_mib = batch * 1024 * vocab * 4 / 2**20  # 1562 MiB
+    long = micro_batch_peak_mib(vocab, batch, 1024, chunk, entropy_bonus=False)
+    bonus = micro_batch_peak_mib(vocab, batch, 1024, chunk, entropy_bonus=True)
+    short = micro_batch_peak_mib(vocab, batch, 128, chunk, entropy_bonus=True)
+    per_chunk_mib = chunk * vocab * 4 / 2**20  # 49 MiB: one float32 chunk of logits
+    for peak in (long, bonus):
+        assert peak < full_logits_mib / 4, (long, bonus, short)
+        assert peak < 12 * per_chunk_mib, (long, bonus, short)  # a bound set by the chunk, not by B x T
+    assert bonus - short < 4 * per_chunk_mib, (long, bonus, short)  # 8x the tokens: (almost) no more memory
