@@ -104,7 +104,8 @@ def run_trl(model_dir: str, steps: int) -> list[float]:
 
 def run_cascade(model_dir: str, steps: int) -> list[float]:
     from cascade_cli.config.grpo import RLVRConfig, RolloutConfig
-    from cascade_cli.engines.local.grpo import GRPOTrainer
+    from cascade_cli.engines.local.generation import Generator
+    from cascade_cli.engines.local.grpo import build_run, train_step
     from cascade_cli.engines.local.rl_rewards import RewardHook
     from cascade_cli.verifiers.base import Score
 
@@ -134,11 +135,15 @@ def run_cascade(model_dir: str, steps: int) -> list[float]:
         resume=False,
         rollout=RolloutConfig(backend="hf"),
     )
-    trainer = GRPOTrainer(config, rows, DigitShare(), domain="math", mode="no_think")
+    run = build_run(config, rows, DigitShare(), domain="math", mode="no_think", eval_rows=None)
+    run.generator = Generator.for_policy(
+        run.policy, run.tokenizer, run.init, backend="hf", seed=config.seed,
+        max_batch_size=config.rollout.max_batch_size,
+    )
     times = []
-    while trainer.step < trainer.total_steps:
+    for step in range(steps):
         began = time.perf_counter()
-        trainer.train_step()
+        train_step(run, step)
         times.append(time.perf_counter() - began)
     return times
 

@@ -28,7 +28,14 @@ from typing import Any
 import torch
 
 from cascade_cli.checkpoint import MetricsLog, fingerprint_path, require_model_dir, write_manifest
-from cascade_cli.config.grpo import DOMAIN_MODES, PROMPT_MODES, GRPOConfig, PhaseConfig, RLVRConfig
+from cascade_cli.config.grpo import (
+    DOMAIN_MODES,
+    PROMPT_MODES,
+    GRPOConfig,
+    PhaseConfig,
+    RLVRConfig,
+    resolve_phases,
+)
 from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console
 from cascade_cli.engines.local import checkpoint, rl_data, rl_rewards
@@ -41,7 +48,8 @@ from cascade_cli.engines.local.rl_rewards import Group, RewardHook
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.records import HELDOUT_FILE, load_rows, rollout_record
 from cascade_cli.tiny import resolve_model
-from cascade_cli.verifiers import Score, get_verifier, known_domains
+from cascade_cli.verifiers import Score, known_domains
+from cascade_cli.verifiers.batch import load_verifier
 
 
 @dataclass
@@ -308,7 +316,7 @@ def build_run(
         len(rows), config.seed, config.epoch_filter, config.epoch_filter_hard_p, config.epoch_filter_easy_p
     )
     return Run(
-        config=config, init=init, domain=domain, mode=mode, phases=rl_data.resolve_phases(config), rows=rows,
+        config=config, init=init, domain=domain, mode=mode, phases=resolve_phases(config), rows=rows,
         eval_rows=eval_rows, reward=reward, tokenizer=tokenizer, device=device,
         pad_id=pad if pad is not None else (tokenizer.eos_token_id or 0),
         policy=policy, reference=reference, optimizer=optimizer, sampler=sampler,
@@ -471,7 +479,7 @@ def run_rlvr(config: RLVRConfig) -> dict[str, Any]:
     mode = config.mode or DOMAIN_MODES[config.domain]
     options = dict(config.verifier_options)
     try:
-        verifier = get_verifier(config.domain, **options)
+        verifier = load_verifier(config.domain, options)  # the cached instance scoring uses
     except TypeError as error:
         raise CascadeUsageError(
             f"verifier_options: not accepted by the {config.domain} verifier ({error})"

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from cascade_cli.chat import prompt_messages, render_prompt
-from cascade_cli.config.grpo import GRPOConfig, PhaseConfig
+from cascade_cli.config.grpo import PhaseConfig
 from cascade_cli.console import print_warning
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.records import row_prompt
@@ -72,25 +72,6 @@ def fit_prompts(rows: list[dict[str, Any]], path: str | None, mode: str, tokeniz
     if not kept:
         raise CascadeUsageError(f"{path}: every prompt is longer than max_prompt_len={limit}")
     return kept
-
-
-def resolve_phases(config: GRPOConfig) -> list[PhaseConfig]:
-    """The response-length schedule: `phases` with unset keys from the top level, or one phase of `steps`."""
-    if not config.phases:
-        return [PhaseConfig(config.steps, config.max_response_len, config.temperature, config.overlong_filter)]
-    phases = []
-    for index, phase in enumerate(config.phases):
-        if phase.steps is None or phase.steps < 1:
-            raise CascadeUsageError(f"phases[{index}].steps: expected a positive integer, found {phase.steps!r}")
-        phases.append(
-            PhaseConfig(
-                phase.steps,
-                phase.max_response_len if phase.max_response_len is not None else config.max_response_len,
-                phase.temperature if phase.temperature is not None else config.temperature,
-                phase.overlong_filter if phase.overlong_filter is not None else config.overlong_filter,
-            )
-        )
-    return phases
 
 
 def phase_at(phases: list[PhaseConfig], step: int) -> tuple[int, PhaseConfig]:
