@@ -55,3 +55,18 @@ class StageConfig:
     dry_run: bool = False
     restart: bool = False  # start over even when OUT holds a run with another config
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
+
+
+@dataclass
+class TrainerConfig(StageConfig):
+    """Keys every training stage shares: AdamW (the paper's betas 0.9, 0.95) and gradient clipping."""
+
+    # Learning rate (SFT and the reward model: the peak of the warmup + cosine schedule; GRPO: constant).
+    lr: float = 1e-5
+    weight_decay: float = 0.0  # AdamW weight decay
+    # AdamW beta1.
+    beta1: float = 0.9
+    # AdamW beta2.
+    beta2: float = 0.95
+    # Gradient clipping norm (0: off).
+    max_grad_norm: float = 1.0

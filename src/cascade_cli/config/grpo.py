@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 from omegaconf import MISSING
 
-from cascade_cli.config.common import StageConfig
+from cascade_cli.config.common import TrainerConfig
 from cascade_cli.errors import CascadeUsageError
 
 # The paper's mode per RLVR domain: IF-RL in non-thinking mode, math / code / swe in thinking mode.
@@ -45,7 +45,7 @@ class RolloutConfig:
 
 
 @dataclass
-class GRPOConfig(StageConfig):
+class GRPOConfig(TrainerConfig):
     # Canonical RL rows (prompt + label): a .jsonl/.parquet file or a prepare-data directory.
     data: str = MISSING
     eval_data: Optional[str] = None  # held-out rows: greedy accuracy before and after the stage
@@ -87,17 +87,6 @@ class GRPOConfig(StageConfig):
     epoch_filter_hard_p: float = 0.1
     # Chance to re-add a dropped 100%-solved prompt in the next epoch.
     epoch_filter_easy_p: float = 0.01
-    # Optimisation: strictly on-policy (one step per rollout batch), token-level loss.
-    # AdamW learning rate (constant).
-    lr: float = 1e-5
-    # AdamW weight decay.
-    weight_decay: float = 0.0
-    # AdamW beta1.
-    beta1: float = 0.9
-    # AdamW beta2.
-    beta2: float = 0.95
-    # Gradient clipping norm (0: off).
-    max_grad_norm: float = 1.0
     # Added to a group's reward std before dividing (all-equal groups get advantage 0).
     adv_eps: float = 1e-6
     kl_coef: float = 0.0  # > 0: k3 KL to the frozen initial policy

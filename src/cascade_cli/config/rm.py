@@ -8,11 +8,11 @@ from typing import Optional
 
 from omegaconf import MISSING
 
-from cascade_cli.config.common import StageConfig
+from cascade_cli.config.common import TrainerConfig
 
 
 @dataclass
-class RewardModelConfig(StageConfig):
+class RewardModelConfig(TrainerConfig):
     kind: str = "reward_model"
     # Preference pairs: a .jsonl/.json/.parquet file or a prepare-data directory (data.jsonl [+ heldout.jsonl]).
     data: str = MISSING
@@ -36,14 +36,6 @@ class RewardModelConfig(StageConfig):
     min_lr: float = 0.0
     # Share of the steps spent warming the learning rate up.
     warmup_ratio: float = 0.03
-    # AdamW weight decay.
-    weight_decay: float = 0.0
-    # AdamW beta1.
-    beta1: float = 0.9
-    # AdamW beta2.
-    beta2: float = 0.95
-    # Gradient clipping norm (0: off).
-    max_grad_norm: float = 1.0
     bf16: bool = True  # autocast where the hardware has bf16; master weights stay float32
     # Log metrics every N optimizer steps.
     log_every: int = 1

@@ -6,11 +6,11 @@ from dataclasses import dataclass
 
 from omegaconf import MISSING
 
-from cascade_cli.config.common import StageConfig
+from cascade_cli.config.common import TrainerConfig
 
 
 @dataclass
-class SFTConfig(StageConfig):
+class SFTConfig(TrainerConfig):
     kind: str = "sft"
     # A canonical .jsonl file, or a directory holding data.jsonl (what `cascade prepare-data` writes).
     data: str = MISSING
@@ -27,11 +27,6 @@ class SFTConfig(StageConfig):
     # Share of the steps spent warming the learning rate up.
     warmup_ratio: float = 0.03
     weight_decay: float = 1e-4  # not applied to norms and biases
-    # AdamW beta1.
-    beta1: float = 0.9
-    # AdamW beta2.
-    beta2: float = 0.95
-    max_grad_norm: float = 1.0  # 0 disables clipping
     packing: bool = False  # several examples per row, attention kept within each example
     bf16: bool = True  # bf16 autocast where the hardware has native bf16; fp32 master weights always
     # Shuffle the rows every epoch (seeded).
