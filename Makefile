@@ -47,6 +47,19 @@ test: $(STAMP)
 test-all: $(STAMP)
 	$(PY) -m pytest -m "slow or not slow"
 
+# Side-by-side benchmarks (README, Measured performance): cascade and the competitor in one process tree.
+bench: $(STAMP)
+	$(PIP) install "trl>=1.0"
+	$(PY) benchmarks/grpo_vs_trl.py --steps 5 --threads 1
+	$(PY) benchmarks/sft_throughput.py --rows 200
+	$(PY) benchmarks/rm_vs_trl.py
+	$(PY) benchmarks/verify_throughput.py
+	$(PY) benchmarks/ifeval_vs_reference.py
+	$(PY) benchmarks/code_verify_throughput.py
+	$(PY) benchmarks/reward_service_load.py
+	$(PY) benchmarks/decontaminate.py --rows 100000 --baseline-rows 50000
+	$(PY) benchmarks/eval_generation.py
+
 lint: $(STAMP)
 	$(PY) -m ruff check src tests benchmarks
 
