@@ -144,3 +144,19 @@ def test_verifier_score_applies_the_code_switch_reward_generically() -> None:
     assert no_prompt.reward == 1.0 and "code_switch" not in no_prompt.details  # nothing to compare with
     broken = _EchoVerifier(code_switch_reward=-1.0).score({"prompt": EN_PROMPT, "label": 1})
     assert broken.reward == 0.0 and "missing field 'response'" in broken.details["error"]
+
+
+def test_language_domain_scores_code_switching_through_the_batch_path():
+    from cascade_cli.verifiers import known_domains, verify_batch
+
+    assert "language" in known_domains()
+    records = [
+        {"prompt": [{"role": "system", "content": "你好"}, {"role": "user", "content": "What is two plus two?"}],
+         "response": "The answer is four.", "label": None},
+        {"prompt": "What is two plus two?", "response": "答案是四，二加二等于四。", "label": None},
+        {"prompt": "What is two plus two?", "label": None},
+    ]
+    kept, switched, broken = verify_batch(records, domain="language")
+    assert kept.passed and kept.reward == 1.0 and kept.details["code_switch"] is False
+    assert not switched.passed and switched.reward == 0.0 and "script" in switched.details["code_switch_reason"]
+    assert not broken.passed and "response" in broken.details["error"]

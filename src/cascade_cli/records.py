@@ -65,10 +65,16 @@ def first_value(row: dict[str, Any], *keys: str) -> Any:
 
 
 def prompt_text(prompt: Any) -> str:
-    """The user-visible text of a prompt (a string or a list of chat messages)."""
+    """The user-visible text of a prompt: a string, or the string contents of its non-system messages."""
     if isinstance(prompt, str):
         return prompt
-    return "\n".join(str(m.get("content", "")) for m in prompt or [] if isinstance(m, dict))
+    if not isinstance(prompt, list):
+        return ""
+    return "\n".join(
+        message["content"]
+        for message in prompt
+        if isinstance(message, dict) and message.get("role") != "system" and isinstance(message.get("content"), str)
+    )
 
 
 # ---- "a file or a prepare-data folder" ----------------------------------------------------------------

@@ -55,5 +55,6 @@ register("if", "cascade_cli.verifiers.instruction:InstructionVerifier")
 register("code", "cascade_cli.verifiers.code:CodeVerifier")
 register("swe", "cascade_cli.verifiers.swe:SweVerifier")
 register("mcq", "cascade_cli.verifiers.mcq:MCQVerifier")
+register("language", "cascade_cli.verifiers.language:LanguageVerifier")
 
 __all__ = ["Score", "Verifier", "get_verifier", "known_domains", "register", "verify_batch"]

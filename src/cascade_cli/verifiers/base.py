@@ -11,6 +11,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from cascade_cli.records import prompt_text
+
 # A domain option read by the batch scorer (verifiers/batch.py), never passed to a verifier: seconds one record
 # may take before it scores 0 (null: no limit).
 RECORD_TIMEOUT_OPTION = "record_timeout_s"
@@ -56,21 +58,6 @@ def require_response(record: dict[str, Any]) -> str:
     if not isinstance(response, str):
         raise RecordError(f"'response' must be a string; found {type(response).__name__}")
     return response
-
-
-def prompt_text(prompt: Any) -> str:
-    """The user-visible text of a record's prompt: a string, or the contents of a list of messages."""
-    if isinstance(prompt, str):
-        return prompt
-    if isinstance(prompt, list):
-        return "\n".join(
-            message["content"]
-            for message in prompt
-            if isinstance(message, dict)
-            and message.get("role") != "system"
-            and isinstance(message.get("content"), str)
-        )
-    return ""
 
 
 class Verifier:

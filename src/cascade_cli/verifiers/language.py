@@ -18,6 +18,9 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from cascade_cli.records import prompt_text
+from cascade_cli.verifiers.base import Score, Verifier, require_response
+
 # Script name -> character class. Anything not listed (digits, punctuation, math symbols) is neutral.
 _SCRIPT_RANGES: dict[str, str] = {
     "latin": "A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f\u1e00-\u1eff",
@@ -241,3 +244,17 @@ def detect_code_switch(
                 tuple(sentences),
             )
     return replace(by_script, reason="same script and language as the prompt")
+
+
+class LanguageVerifier(Verifier):
+    """Domain `language`: reward 1 when the response keeps its prompt's script and language, 0 when it
+    code-switches. RLHF's code-switch check scores through it, on the one batch path; any label is accepted."""
+
+    domain = "language"
+
+    def verify_one(self, record: dict[str, Any]) -> Score:
+        result = detect_code_switch(prompt_text(record.get("prompt")), require_response(record))
+        details: dict[str, Any] = {"code_switch": result.switched}
+        if result.switched:
+            details["code_switch_reason"] = result.reason
+        return Score(0.0 if result.switched else 1.0, not result.switched, details)

@@ -4,7 +4,7 @@ The hook (Nemotron-Cascade §2.2):
   score     the RM's value for the conversation with the answer only (text after `</think>`; the whole
             response when it is missing, so unfinished thinking is scored as its own answer);
   finalize  over the whole round: a code-switching response gets the lowest score in the batch minus
-            `code_switch_margin` (verifiers.language.detect_code_switch, prompt vs whole response);
+            `code_switch_margin` (the `language` verifier through verify_batch, prompt vs whole response);
   shape     optional stabiliser: each group's rewards z-scored, then tanh, before the GRPO advantage.
 Half of each batch's prompts think and half do not (`mode: half`, the trainer's prompt_mode).
 """
@@ -26,10 +26,9 @@ from cascade_cli.engines.local.reward_model import load_reward_model, rm_text, s
 from cascade_cli.engines.local.rl_data import check_rows
 from cascade_cli.engines.local.rl_rewards import RewardHook
 from cascade_cli.errors import CascadeUsageError
-from cascade_cli.records import load_rows, prompt_text
+from cascade_cli.records import load_rows
 from cascade_cli.tiny import resolve_model
-from cascade_cli.verifiers import Score
-from cascade_cli.verifiers.language import detect_code_switch
+from cascade_cli.verifiers import Score, verify_batch
 
 
 def apply_code_switch_penalty(rewards: list[float], switched: list[bool], margin: float) -> list[float]:
@@ -79,17 +78,13 @@ class RewardModelReward(RewardHook):
         ]
         with self._lock:
             values = score_texts(self.model, self.tokenizer, texts, self.max_len, self.batch_size)
+        checks = verify_batch(records, domain="language") if self.code_switch_penalty else None
         scores = []
-        for record, value in zip(records, values, strict=True):
-            switched = False
+        for index, value in enumerate(values):
             details: dict[str, Any] = {"rm_score": value}
-            if self.code_switch_penalty:
-                result = detect_code_switch(prompt_text(record["prompt"]), record["response"])
-                switched = result.switched
-                details["code_switch"] = switched
-                if switched:
-                    details["code_switch_reason"] = result.reason
-            scores.append(Score(reward=value, passed=not switched, details=details))
+            if checks is not None:
+                details.update(checks[index].details)
+            scores.append(Score(reward=value, passed=not details.get("code_switch", False), details=details))
         return scores
 
     def finalize(self, records: list[dict[str, Any]], scores: list[Score]) -> list[Score]:
