@@ -51,6 +51,7 @@ test-all: $(STAMP)
 bench: $(STAMP)
 	$(PIP) install "trl>=1.0"
 	$(PY) benchmarks/grpo_vs_trl.py --steps 5 --threads 1
+	$(PY) benchmarks/logprob_memory.py
 	$(PY) benchmarks/sft_throughput.py --rows 200
 	$(PY) benchmarks/rm_vs_trl.py
 	$(PY) benchmarks/verify_throughput.py

@@ -1,0 +1,85 @@
+"""Peak memory of one GRPO micro-batch: chunked log-probs from hidden states vs full float32 logits.
+
+A random Qwen3 with a large vocabulary (default 50k), one micro-batch of B responses x T tokens after a shared
+prompt, forward + backward of the token-level GRPO loss with the entropy computed too. `full` is the usual
+computation (the model's [B, T, V] logits, a float32 log-softmax and entropy over the whole vocabulary);
+`chunked` is cascade's (`engines/local/logprobs.py`: the LM head applied `--chunk` positions at a time and
+recomputed in backward). Each runs in a fresh process; prints the growth of peak RSS and the ratio.
+
+    python benchmarks/logprob_memory.py [--vocab 50000] [--batch 8] [--length 1024] [--chunk 256]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+WORKER = """
+import json, resource, sys
+import torch
+from transformers import Qwen3Config, Qwen3ForCausalLM
+from cascade_cli.engines.local.logprobs import response_hidden, token_logprobs
+from cascade_cli.engines.local.losses import grpo_loss
+
+path, vocab, batch, length, chunk = sys.argv[1], *(int(v) for v in sys.argv[2:6])
+torch.manual_seed(0)
+torch.set_num_threads(1)
+config = Qwen3Config(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                     num_attention_heads=2, num_key_value_heads=1, head_dim=16, max_position_embeddings=4096)
+model = Qwen3ForCausalLM(config)
+model.config._attn_implementation = "sdpa"
+prompt = list(range(1, 9))
+responses = [torch.randint(1, vocab, (length,)).tolist() for _ in range(batch)]
+peak_kib = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+before = peak_kib()
+if path == "chunked":
+    hidden, tokens, present = response_hidden(model, [prompt] * batch, responses, pad=0, device="cpu")
+    logprobs, entropy = token_logprobs(hidden, model.lm_head, tokens, 1.0, chunk, entropy_grad=False)
+else:
+    ids = torch.tensor([prompt + r for r in responses])
+    logits = model(input_ids=ids).logits[:, len(prompt) - 1 : -1]
+    all_logprobs = logits.float().log_softmax(-1)
+    tokens = ids[:, len(prompt):]
+    logprobs = all_logprobs.gather(-1, tokens[..., None]).squeeze(-1)
+    entropy = -(all_logprobs.exp() * all_logprobs).sum(-1)
+    present = torch.ones_like(tokens)
+loss, _ = grpo_loss(logprobs, present.float(), torch.ones(batch), batch * length, entropy)
+loss.backward()
+print(json.dumps({"peak_growth_mib": (peak_kib() - before) / 1024}))
+"""
+
+
+def peak_growth_mib(path: str, vocab: int, batch: int, length: int, chunk: int) -> float:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OMP_NUM_THREADS": "1"}
+    args = [path, str(vocab), str(batch), str(length), str(chunk)]
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(WORKER), *args], capture_output=True, text=True, env=env
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"{path} worker failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])["peak_growth_mib"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--vocab", type=int, default=50_000)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--length", type=int, default=1024)
+    parser.add_argument("--chunk", type=int, default=256)
+    args = parser.parse_args()
+    one_logits_mib = args.batch * args.length * args.vocab * 4 / 2**20
+    print(f"micro-batch {args.batch} x {args.length} tokens, vocabulary {args.vocab:,}: "
+          f"one float32 logits tensor is {one_logits_mib:,.0f} MiB")
+    full = peak_growth_mib("full", args.vocab, args.batch, args.length, args.chunk)
+    chunked = peak_growth_mib("chunked", args.vocab, args.batch, args.length, args.chunk)
+    print(f"full logits   peak growth {full:8,.0f} MiB")
+    print(f"chunked ({args.chunk:>4}) peak growth {chunked:8,.0f} MiB")
+    print(f"ratio chunked / full = {chunked / full:.3f}")
+
+
+if __name__ == "__main__":
+    main()
