@@ -25,10 +25,11 @@ from cascade_cli.config.grpo import PhaseConfig, RLVRConfig
 from cascade_cli.config.rlhf import RLHFConfig
 from cascade_cli.config.rm import RewardModelConfig
 from cascade_cli.config.sft import SFTConfig
-from cascade_cli.engines.openrlhf import flagset
-from cascade_cli.engines.openrlhf.jobs import build_jobs
+from cascade_cli.engines.openrlhf import flagset, jobs
 from cascade_cli.engines.openrlhf.validate import validate_args
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
+from cascade_cli.stages import build_openrlhf_jobs as build_jobs
+from cascade_cli.stages import run_config
 
 pytest.importorskip("openrlhf", reason="the real OpenRLHF source: pip install --no-deps openrlhf==0.11.2")
 
@@ -344,8 +345,6 @@ def test_rerun_reuses_finished_phases_without_contacting_ray(tmp_path):
     """A stage rerun skips the jobs its manifest says finished with the same command and output; only the
     rest is submitted (here: none, so the unreachable Ray address is never contacted)."""
     from cascade_cli.checkpoint import read_manifest, write_manifest
-    from cascade_cli.engines.openrlhf.runner import run_openrlhf_stage
-
     rows = tmp_path / "math.jsonl"
     row = {"id": "1", "source": "t", "domain": "math", "mode": "think", "prompt": "1+1?", "label": {"answer": "2"}}
     rows.write_text(json.dumps(row) + "\n")
@@ -360,11 +359,11 @@ def test_rerun_reuses_finished_phases_without_contacting_ray(tmp_path):
                          "output_dir": job.output_dir})
     write_manifest(config.out, stage="math_rl", kind="rlvr", config={}, init=None, status="failed",
                    extra={"openrlhf_jobs": finished})
-    metrics = run_openrlhf_stage(config)
+    metrics = run_config(config)
     assert metrics["job_ids"] == ["j0", "j1"] and read_manifest(config.out)["status"] == "completed"
     config.lr = 3e-6  # another command: the finished jobs no longer count, so it must reach Ray (and fail)
     with pytest.raises((CascadeRunError, CascadeUsageError), match="ray"):  # no server / no ray installed
-        run_openrlhf_stage(config)
+        run_config(config)
 
 
 # ---- argv follows the typed config's fields (and nothing else) ----
@@ -495,7 +494,7 @@ def test_a_structured_dictconfig_builds_the_same_jobs(tmp_path):
 
 # ---- module structure: one-way imports, configs read by attribute ----
 
-PACKAGE = Path(build_jobs.__code__.co_filename).parent
+PACKAGE = Path(jobs.__file__).parent
 MODULES = sorted(path.stem for path in PACKAGE.glob("*.py") if path.stem != "__init__")
 PREFIX = "cascade_cli.engines.openrlhf"
 
@@ -527,7 +526,7 @@ def test_engine_modules_import_one_way():
 
 @pytest.mark.parametrize("module", MODULES)
 def test_each_engine_module_imports_alone(module):
-    src = str(Path(build_jobs.__code__.co_filename).parents[3])
+    src = str(Path(jobs.__file__).parents[3])
     result = subprocess.run(
         [sys.executable, "-c", f"import {PREFIX}.{module}"],
         capture_output=True,

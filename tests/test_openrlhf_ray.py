@@ -29,6 +29,7 @@ from cascade_cli.config.sft import SFTConfig
 from cascade_cli.engines.openrlhf.runner import run_openrlhf_stage
 from cascade_cli.errors import CascadeRunError
 from cascade_cli.jsonl import write_jsonl
+from cascade_cli.stages import openrlhf_builder
 
 pytest.importorskip("ray", reason="the Ray test needs `pip install 'ray[default]'`")
 pytestmark = pytest.mark.slow  # starting a Ray head takes ~30 s on a shared 2-core machine
@@ -132,7 +133,7 @@ def sft_config(tmp_path: Path, address: str) -> SFTConfig:
 
 def test_submitted_job_streams_logs_into_the_manifest(tmp_path, ray_head):
     config = sft_config(tmp_path, ray_head)
-    metrics = run_openrlhf_stage(config, entrypoint_override=stand_in())
+    metrics = run_openrlhf_stage(config, openrlhf_builder(config), entrypoint_override=stand_in())
     out = Path(config.out)
     manifest = read_manifest(out)
     assert manifest["status"] == "completed" and manifest["engine"] == "openrlhf"
@@ -161,7 +162,7 @@ def test_submitted_job_streams_logs_into_the_manifest(tmp_path, ray_head):
 def test_failed_job_fails_the_stage_with_its_last_log_lines(tmp_path, ray_head):
     config = sft_config(tmp_path, ray_head)
     with pytest.raises(CascadeRunError, match=r"(?s)ended FAILED.*CUDA error: out of memory \(stand-in\)"):
-        run_openrlhf_stage(config, entrypoint_override=stand_in(fail=True))
+        run_openrlhf_stage(config, openrlhf_builder(config), entrypoint_override=stand_in(fail=True))
     manifest = read_manifest(config.out)
     assert manifest["status"] == "failed"
     assert "CUDA error: out of memory (stand-in)" in manifest["openrlhf_jobs"][0]["last_log_lines"]
@@ -195,7 +196,7 @@ def test_length_schedule_runs_as_chained_jobs(tmp_path, ray_head):
             reward_urls=["http://127.0.0.1:5000/get_reward"],
         ),
     )
-    run_openrlhf_stage(config, entrypoint_override=stand_in())
+    run_openrlhf_stage(config, openrlhf_builder(config), entrypoint_override=stand_in())
     manifest = read_manifest(config.out)
     first, second = manifest["openrlhf_jobs"]
     assert manifest["status"] == "completed" and first["status"] == second["status"] == "SUCCEEDED"

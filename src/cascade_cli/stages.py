@@ -13,7 +13,8 @@ from typing import Any
 
 from cascade_cli.errors import CascadeUsageError
 
-OPENRLHF = "cascade_cli.engines.openrlhf.runner:run_openrlhf_stage"
+OPENRLHF_RUNNER = "cascade_cli.engines.openrlhf.runner:run_openrlhf_stage"
+JOBS = "cascade_cli.engines.openrlhf.jobs"
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class StageKind:
     command: tuple[str, ...]  # the CLI words, e.g. ("rlhf", "rm")
     flags: tuple[str, ...]  # config keys the command takes as --flags (required ones first), in this order
     options: tuple[str, ...] = ()  # more optional --flags of the CLI command (`recipe plan` writes key=value)
-    openrlhf: str = OPENRLHF  # "module:function" that runs the stage as OpenRLHF jobs
+    openrlhf_jobs: str | None = None  # "module:function": config -> its OpenRLHF jobs; None: local only
     produces_model: bool = True  # a policy: the next stage starts from it and the recipe evaluates it
     defaults_init: bool = True  # `init` defaults to the previous policy (prepare_data has none)
 
@@ -35,7 +36,7 @@ class StageKind:
         """Run a stage config on its engine (`engine: local | openrlhf`)."""
         engine = getattr(config, "engine", "local")
         if engine == "openrlhf":
-            return load(self.openrlhf)(config) or {}
+            return load(OPENRLHF_RUNNER)(config, openrlhf_builder(config)) or {}
         if engine != "local":
             raise CascadeUsageError(f"stage {config.name or self.kind}: engine: expected local or openrlhf, found {engine!r}")
         if getattr(config, "dry_run", False):
@@ -70,6 +71,7 @@ STAGE_KINDS: dict[str, StageKind] = {
         ("sft",),
         ("init", "data", "out"),
         TRAINING_OPTIONS,
+        openrlhf_jobs=f"{JOBS}:sft_jobs",
     ),
     "reward_model": StageKind(
         "reward_model",
@@ -78,6 +80,7 @@ STAGE_KINDS: dict[str, StageKind] = {
         ("rlhf", "rm"),
         ("init", "data", "out"),
         ("eval_data", "skip_bad_rows", *TRAINING_OPTIONS),
+        openrlhf_jobs=f"{JOBS}:reward_model_jobs",
         # Not a policy: the next stage's init skips it and the recipe does not generate with it. It starts
         # from the previous policy (the SFT checkpoint) like any stage.
         produces_model=False,
@@ -89,6 +92,7 @@ STAGE_KINDS: dict[str, StageKind] = {
         ("rlhf",),
         ("init", "reward_model", "data", "out"),
         ("eval_data", *TRAINING_OPTIONS),
+        openrlhf_jobs=f"{JOBS}:rlhf_jobs",
     ),
     "rlvr": StageKind(
         "rlvr",
@@ -97,6 +101,7 @@ STAGE_KINDS: dict[str, StageKind] = {
         ("rlvr",),
         ("domain", "init", "data", "out"),
         ("eval_data", *TRAINING_OPTIONS),
+        openrlhf_jobs=f"{JOBS}:rlvr_jobs",
     ),
 }
 
@@ -108,6 +113,24 @@ def get_kind(kind: str) -> StageKind:
 def run_config(config: Any) -> dict[str, Any]:
     """Run a stage config on its engine; what the CLI commands and the recipe runner call."""
     return get_kind(config.kind).run(config)
+
+
+def openrlhf_builder(config: Any) -> Any:
+    """The OpenRLHF job builder of a stage config's kind (config -> its jobs, in order)."""
+    kind = STAGE_KINDS.get(config.kind)
+    if kind is None or kind.openrlhf_jobs is None:
+        runs = ", ".join(name for name, entry in STAGE_KINDS.items() if entry.openrlhf_jobs)
+        raise CascadeUsageError(
+            f"stage {config.name or config.kind}: engine openrlhf runs kinds {runs}; found kind {config.kind!r}"
+        )
+    return load(kind.openrlhf_jobs)
+
+
+def build_openrlhf_jobs(config: Any) -> list[Any]:
+    """Every OpenRLHF job of a stage config, in order, built by its kind's builder from this table."""
+    from cascade_cli.engines.openrlhf.jobs import stage_jobs
+
+    return stage_jobs(config, openrlhf_builder(config))
 
 
 def known_kinds() -> list[str]:

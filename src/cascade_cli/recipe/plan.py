@@ -89,10 +89,11 @@ def plan_lines(recipe: Recipe, stages: list[Stage] | None = None) -> list[str]:
     for stage in stages if stages is not None else recipe.stages:
         if getattr(stage.config, "engine", "local") == "openrlhf":
             from cascade_cli.engines.openrlhf.runner import plan_commands
+            from cascade_cli.stages import openrlhf_builder
 
             # The OpenRLHF commands themselves; the `cascade` command that emits them is the comment.
             lines.append(f"# stage {stage.name} ({stage.kind.kind}, engine openrlhf): {shlex.join(stage_argv(stage))}")
-            lines.extend(plan_commands(stage.config))
+            lines.extend(plan_commands(stage.config, openrlhf_builder(stage.config)))
         else:
             lines.append(f"# stage {stage.name} ({stage.kind.kind})")
             lines.append(shlex.join(stage_argv(stage)))

@@ -1,7 +1,7 @@
 """The `openrlhf` engine: a stage runs as OpenRLHF 0.11.2 jobs on a Ray cluster (rollouts by vLLM), rewarded by
 our verifiers through the reward service (`cascade verify --serve`) or the reward_func file.
 
-- jobs.py      typed stage config -> the exact OpenRLHF jobs, one builder per kind (`build_jobs` picks it):
+- jobs.py      typed stage config -> the exact OpenRLHF jobs, one builder per kind (named by the stage table):
                `ray job submit ... -- deepspeed --module openrlhf.cli.train_sft|train_rm ...` /
                `... -- python3 -m openrlhf.cli.train_ppo_ray ...` (one job per phase of a length schedule)
 - cluster.py   the cluster block -> the `ray job submit` prefix and each role's nodes x GPUs per node
@@ -9,7 +9,7 @@ our verifiers through the reward service (`cascade verify --serve`) or the rewar
                and colocation mismatches before anything is submitted
 - data.py      canonical rows -> the JSONL OpenRLHF's datasets read (flags appended to user turns)
 - flagset.py   OpenRLHF's own parsers rebuilt from its source; regenerates flags_0_11_2.json
-- runner.py    run_openrlhf_stage(config): dry run prints; a real run converts, submits, follows the logs and
+- runner.py    run_openrlhf_stage(config, builder): dry run prints; a real run converts, submits, follows the logs and
                writes the stage manifest (job ids, output dir)
 
 Select it with `engine: openrlhf` in a recipe stage (or `engine=openrlhf` on a command); cluster sizes and the

@@ -1,7 +1,7 @@
 """Typed stage config -> the exact OpenRLHF 0.11.2 jobs (flags from its argparse; see flagset.py).
 
 One builder per stage kind, each reading its config class's fields directly (the dataclass default is the
-only default; `build_jobs` picks the builder by `config.kind`):
+only default; the stage table, `cascade_cli.stages`, names each kind's builder; `stage_jobs` runs it):
 
 - sft_jobs(SFTConfig), reward_model_jobs(RewardModelConfig): `ray job submit ... -- deepspeed --num_nodes N
   --num_gpus G --module openrlhf.cli.train_sft|train_rm <dotted flags>`;
@@ -332,21 +332,12 @@ def rlhf_jobs(config: RLHFConfig) -> list[OpenRLHFJob]:
     return _rl_jobs(config, ["--reward.model_name_or_path", model_ref(str(config.reward_model))], [rm_note, *notes])
 
 
-JOB_BUILDERS: dict[str, Callable[[Any], list[OpenRLHFJob]]] = {
-    "sft": sft_jobs,
-    "reward_model": reward_model_jobs,
-    "rlvr": rlvr_jobs,
-    "rlhf": rlhf_jobs,
-}
+JobBuilder = Callable[[Any], list[OpenRLHFJob]]
 
 
-def build_jobs(config: StageConfig) -> list[OpenRLHFJob]:
-    """Every OpenRLHF job of a stage, in order (an RL stage: one per phase of its length schedule)."""
+def stage_jobs(config: StageConfig, builder: JobBuilder) -> list[OpenRLHFJob]:
+    """Every OpenRLHF job of a stage, in order (an RL stage: one per phase of its length schedule), from the
+    kind's builder (`cascade_cli.stages` names it: sft_jobs, reward_model_jobs, rlvr_jobs, rlhf_jobs)."""
     if not config.init:
         raise CascadeUsageError(f"stage {stage_name(config)}: init: missing input checkpoint")
-    builder = JOB_BUILDERS.get(config.kind)
-    if builder is None:
-        raise CascadeUsageError(
-            f"stage {stage_name(config)}: engine openrlhf runs kinds {', '.join(JOB_BUILDERS)}; found kind {config.kind!r}"
-        )
     return builder(config)

@@ -26,11 +26,12 @@ from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console, print_warning
 from cascade_cli.engines.openrlhf.data import RL_KINDS, convert_stage_data, stage_mode, write_phase_files
 from cascade_cli.engines.openrlhf.jobs import (
+    JobBuilder,
     OpenRLHFJob,
-    build_jobs,
     converted_data_path,
     phase_data_path,
     phase_samples,
+    stage_jobs,
     stage_name,
 )
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
@@ -68,10 +69,10 @@ def conversion_command(config: StageConfig) -> list[str]:
     return argv
 
 
-def plan_commands(config: StageConfig) -> list[str]:
+def plan_commands(config: StageConfig, builder: JobBuilder) -> list[str]:
     """Shell lines for the stage: the data conversion, then each OpenRLHF job (notes as comments)."""
     lines = [shlex.join(conversion_command(config))]
-    for job in build_jobs(config):
+    for job in stage_jobs(config, builder):
         lines += [f"# note: {note}" for note in job.notes]
         lines.append(job.shell())
     return lines
@@ -170,15 +171,18 @@ def completed_jobs(out: Path) -> dict[str, dict[str, Any]]:
     return {job["name"]: job for job in earlier.get("openrlhf_jobs", []) if job.get("status") == "SUCCEEDED"}
 
 
-def run_openrlhf_stage(config: StageConfig, entrypoint_override: EntrypointOverride | None = None) -> dict[str, Any]:
-    """Validate, then (unless dry_run) convert the data and run the stage's jobs in order.
+def run_openrlhf_stage(
+    config: StageConfig, builder: JobBuilder, entrypoint_override: EntrypointOverride | None = None
+) -> dict[str, Any]:
+    """Validate, then (unless dry_run) convert the data and run the stage's jobs in order. `builder` is the
+    kind's job builder from the stage table (`cascade_cli.stages`).
 
     `entrypoint_override` replaces what each job runs on the cluster (the submission, log streaming and
     manifest stay real); tests use it to let a CPU stand-in play the trainer.
     """
-    build_jobs(config)  # refuse bad flags, clusters and reward sources before anything is written
+    stage_jobs(config, builder)  # refuse bad flags, clusters and reward sources before anything is written
     if config.dry_run:
-        commands = plan_commands(config)
+        commands = plan_commands(config, builder)
         for line in commands:
             print(line)
         return {"dry_run": True, "commands": commands}
@@ -192,7 +196,7 @@ def run_openrlhf_stage(config: StageConfig, entrypoint_override: EntrypointOverr
     data_path = converted_data_path(config)
     started = time.time()
     rows = convert_stage_data(config, data_path)
-    jobs = build_jobs(config)
+    jobs = stage_jobs(config, builder)
     if config.kind in RL_KINDS:
         samples = phase_samples(config)
         write_phase_files(
