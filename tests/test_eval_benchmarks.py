@@ -25,6 +25,7 @@ def _shared() -> Path:
         ("aime24", 30, "math", "2024-I-1"),
         ("aime25", 30, "math", "2025-I-1"),
         ("ifeval", 541, "if", "1000"),
+        ("ifbench", 300, "if", "0"),
         ("code_stdio", 23, "code", "codecontests/codechef_a3"),
         ("humaneval", 164, "code", "HumanEval/0"),
     ],
@@ -81,6 +82,33 @@ def test_unknown_benchmark_lists_the_known_ones() -> None:
     assert "unknown benchmark 'nope'" in message
     for name in ("math500", "aime24", "aime25", "ifeval", "humaneval", "code_stdio", "tiny_math", "mcq:FILE"):
         assert name in message
+
+
+def test_ifbench_file_scores_with_the_if_verifier(tmp_path: Path) -> None:
+    from cascade_cli.verifiers import verify_batch
+
+    path = tmp_path / "ifbench_prompts.jsonl"
+    rows = [
+        {"key": "7", "prompt": "Count in sevens.", "instruction_id_list": ["custom:multiples"], "kwargs": [{}]},
+        {
+            "key": "8",
+            "prompt": "Name people.",
+            "instruction_id_list": ["count:person_names", "ratio:stop_words"],
+            "kwargs": [{"N": 2.0, "percentage": None}, {"N": None, "percentage": 40.0}],
+        },
+    ]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    (bench,) = bm.resolve_benchmarks(f"ifbench:{path}")
+    assert (bench.name, bench.domain, bench.metric, bench.mode) == ("ifbench:ifbench_prompts", "if", "ifeval", "no_think")
+    loaded = bench.rows()
+    assert [row["id"] for row in loaded] == ["7", "8"]
+    assert loaded[1]["label"]["kwargs"] == [{"N": 2.0}, {"percentage": 40.0}]
+    records = [
+        {"response": "14, 21, 28, 35, 42, 49", "label": loaded[0]["label"]},
+        {"response": "Emma greets Liam warmly.", "label": loaded[1]["label"]},
+        {"response": "Emma is with the Emma of the town.", "label": loaded[1]["label"]},
+    ]
+    assert [score.reward for score in verify_batch(records, domain="if")] == [1.0, 1.0, 0.0]
 
 
 def test_missing_benchmark_file_names_the_path(tmp_path: Path) -> None:
