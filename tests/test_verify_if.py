@@ -11,6 +11,7 @@ import pytest
 
 from cascade_cli.verifiers import get_verifier, verify_batch
 from cascade_cli.verifiers.instruction import (
+    REGISTRY,
     Evaluation,
     InstructionVerifier,
     accuracy,
@@ -171,6 +172,106 @@ def test_loose_mode_drops_first_or_last_line_and_asterisks() -> None:
 
 def test_empty_response_follows_nothing() -> None:
     assert verdict("punctuation:no_comma", {}, "   ") == (False, False)
+
+
+# Instructions that an empty text would satisfy if it were checked: the empty rule must still fail them.
+VACUOUS_ON_EMPTY = [
+    ("punctuation:no_comma", {}),
+    ("length_constraints:number_sentences", {"num_sentences": 5, "relation": "less than"}),
+    ("length_constraints:number_words", {"num_words": 50, "relation": "less than"}),
+    ("keywords:forbidden_words", {"forbidden_words": ["banana"]}),
+    ("keywords:letter_frequency", {"letter": "z", "let_frequency": 3, "let_relation": "less than"}),
+    ("detectable_format:number_bullet_lists", {"num_bullets": 0}),
+    ("count:lowercase_counting", {"N": 3}),  # IFBench
+    ("words:repeats", {"small_n": 2}),  # IFBench
+]
+
+
+@pytest.mark.parametrize("answer", ["", "   ", "\n\t \n", "<think>I will answer.</think>\n  \n"])
+def test_empty_rule_fails_every_instruction_with_its_own_verdict(answer: str) -> None:
+    ids = [instruction_id for instruction_id, _ in VACUOUS_ON_EMPTY]
+    kwargs = [entry for _, entry in VACUOUS_ON_EMPTY]
+    for instruction_id, entry in VACUOUS_ON_EMPTY:  # each would pass on the empty text if it were checked
+        assert REGISTRY[instruction_id].check("", **entry), instruction_id
+    evaluation = evaluate(answer.split("</think>")[-1], ids, kwargs)
+    assert evaluation.verdict == "empty" and not any(evaluation.strict) and not any(evaluation.loose)
+    assert evaluation.empty
+    (score,) = verify_batch([record(answer, {"instruction_id_list": ids, "kwargs": kwargs})], domain="if")
+    assert (score.reward, score.passed, score.details["verdict"]) == (0.0, False, "empty"), score.details
+    assert [entry["strict"] or entry["loose"] for entry in score.details["instructions"]] == [False] * len(ids)
+
+
+def test_empty_rule_still_reports_a_bad_label() -> None:
+    label = {"instruction_id_list": ["keywords:letter_frequency"],
+             "kwargs": [{"letter": "a", "let_frequency": -2, "let_relation": "at least"}]}  # fmt: skip
+    (score,) = verify_batch([record("  ", label)], domain="if")
+    assert "let_frequency" in score.details["error"], score.details
+
+
+def test_non_empty_verdicts_are_pass_and_fail() -> None:
+    label = {"instruction_id_list": ["punctuation:no_comma"]}
+    passed, failed = verify_batch([record("fine text", label), record("a, b", label)], domain="if")
+    assert (passed.details["verdict"], failed.details["verdict"]) == ("pass", "fail")
+
+
+def kwargs_label(instruction_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    return {"instruction_id_list": ["punctuation:no_comma", instruction_id], "kwargs": [{}, kwargs]}
+
+
+IMPOSSIBLE_KWARGS = [
+    ("keywords:letter_frequency", {"letter": "a", "let_frequency": -1, "let_relation": "at least"},
+     "'let_frequency' (a count) must be at least 1, found -1"),
+    ("keywords:letter_frequency", {"letter": "a", "let_frequency": 0, "let_relation": "less than"},
+     "'let_frequency' (a count) must be at least 1, found 0"),
+    ("keywords:letter_frequency", {"letter": "a", "let_frequency": 2, "let_relation": "at most"},
+     "expected one of ('less than', 'at least'), found 'at most'"),
+    ("keywords:frequency", {"keyword": "x", "frequency": "-3", "relation": "at least"},
+     "'frequency' (a count) must be at least 1, found -3"),
+    ("change_case:capital_word_frequency", {"capital_frequency": -5, "capital_relation": "less than"},
+     "'capital_frequency'"),
+    ("length_constraints:number_words", {"num_words": 0, "relation": "less than"}, "'num_words'"),
+    ("length_constraints:number_sentences", {"num_sentences": -1, "relation": "at least"}, "'num_sentences'"),
+    ("length_constraints:number_sentences", {"num_sentences": 3, "relation": "more than"}, "found 'more than'"),
+    ("length_constraints:number_paragraphs", {"num_paragraphs": 0}, "'num_paragraphs'"),
+    ("length_constraints:nth_paragraph_first_word", {"num_paragraphs": 2, "nth_paragraph": 0, "first_word": "a"},
+     "'nth_paragraph' (a 1-based position) must be at least 1, found 0"),
+    ("length_constraints:nth_paragraph_first_word", {"num_paragraphs": 2, "nth_paragraph": 3, "first_word": "a"},
+     "nth_paragraph must not exceed num_paragraphs (found 3 > 2)"),
+    ("detectable_content:number_placeholders", {"num_placeholders": -1}, "'num_placeholders'"),
+    ("detectable_format:number_bullet_lists", {"num_bullets": -2}, "'num_bullets' (a count) must be at least 0"),
+    ("detectable_format:number_highlighted_sections", {"num_highlights": 0}, "'num_highlights'"),
+    ("detectable_format:multiple_sections", {"section_spliter": "Section", "num_sections": -1}, "'num_sections'"),
+    # IFBench names follow the same table
+    ("count:pronouns", {"N": -4}, "'N' (a count) must be at least 1, found -4"),
+    ("words:repeats", {"small_n": 0}, "'small_n'"),
+    ("repeat:repeat_span", {"prompt_to_repeat": "abcdef", "n_start": -1, "n_end": 3}, "'n_start'"),
+    ("repeat:repeat_span", {"prompt_to_repeat": "abcdef", "n_start": 4, "n_end": 2},
+     "n_start must not exceed n_end"),
+    ("ratio:overlap", {"reference_text": "abc", "percentage": 140}, "between 0 and 100, found 140.0"),
+    ("count:lowercase_counting", {"N": -1}, "'N' (a count) must be at least 0, found -1"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("instruction_id", "kwargs", "expected"), IMPOSSIBLE_KWARGS)
+def test_check_label_rejects_impossible_kwargs(instruction_id: str, kwargs: dict[str, Any], expected: str) -> None:
+    problem = InstructionVerifier().check_label(kwargs_label(instruction_id, kwargs))
+    assert problem is not None and expected in problem, problem
+    assert problem.startswith(f"label instruction 1: instruction {instruction_id!r}"), problem
+    (score,) = verify_batch([{**record("fine text", kwargs_label(instruction_id, kwargs)), "id": "row-7"}], domain="if")
+    assert score.reward == 0.0 and expected in score.details["error"], score.details
+
+
+def test_impossible_kwargs_stop_training_data_naming_the_row() -> None:
+    from cascade_cli.engines.local.rl_data import check_rows  # the trainer's up-front label check
+    from cascade_cli.errors import CascadeUsageError
+
+    bad = {"letter": "e", "let_frequency": -3, "let_relation": "at least"}
+    rows = [
+        {"id": "ok", "prompt": "Write.", "label": kwargs_label("punctuation:no_comma", {})},
+        {"id": "if-42", "prompt": "Write.", "label": kwargs_label("keywords:letter_frequency", bad)},
+    ]
+    with pytest.raises(CascadeUsageError, match=r"train\.jsonl: row 2 \(id 'if-42'\).*let_frequency"):
+        check_rows(rows, InstructionVerifier(), "train.jsonl")
 
 
 def test_letter_frequency_outside_a_z_is_not_followed() -> None:

@@ -152,16 +152,19 @@ def _child(job: dict, test: object, fds: tuple[int, int, int, int]) -> None:
         os.closerange(len(fds), 1 << 16)
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
         os.chdir(job["workdir"])
+        # newline="\n" is what CPython gives sys.std* on POSIX: lines split at \n, no \r or \r\n translation
+        # (the default newline=None would turn "a\rb\r\nc" into "a\nb\nc" and change character counts).
         sys.stdin = sys.__stdin__ = io.TextIOWrapper(
-            io.BufferedReader(io.FileIO(0, "rb", closefd=False)), encoding="utf-8", errors="replace"
+            io.BufferedReader(io.FileIO(0, "rb", closefd=False)), "utf-8", "replace", newline="\n"
         )
         sys.stdout = sys.__stdout__ = io.TextIOWrapper(
-            io.BufferedWriter(io.FileIO(1, "wb", closefd=False), 1 << 16), encoding="utf-8", errors="replace"
+            io.BufferedWriter(io.FileIO(1, "wb", closefd=False), 1 << 16), "utf-8", "replace", newline="\n"
         )
         sys.stderr = sys.__stderr__ = io.TextIOWrapper(
             io.BufferedWriter(io.FileIO(2, "wb", closefd=False)),
-            encoding="utf-8",
-            errors="backslashreplace",
+            "utf-8",
+            "backslashreplace",
+            newline="\n",
             line_buffering=True,
         )
         _apply_limits(job["limits"])
@@ -309,7 +312,9 @@ def _status(
 
 def _run_test(job: dict, index: int, test: object) -> dict:
     limits = job["limits"]
-    stdin_data = test.encode() if job["kind"] == "stdio" else b""
+    # surrogateescape: a label can carry non-UTF-8 input bytes as lone surrogates (U+DC80..U+DCFF, Python's
+    # convention for undecodable bytes), which arrive as the original bytes.
+    stdin_data = test.encode("utf-8", "surrogateescape") if job["kind"] == "stdio" else b""
     fds = (_memfd("stdin", stdin_data), _memfd("stdout"), _memfd("stderr"), _memfd("result"))
     started = time.monotonic()
     pid = os.fork()

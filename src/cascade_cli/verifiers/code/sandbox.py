@@ -3,6 +3,8 @@
 The sandbox: every namespace unshared (user, pid, net, ipc, uts, cgroup, mount), a fresh size-limited tmpfs
 as `/` and as the working dir, read-only binds of what the interpreter needs and nothing else, an empty
 environment, die-with-parent and a new session. rlimits are applied by the harness in each test's child.
+A generated /etc/hosts and /etc/nsswitch.conf make `localhost` resolve to the sandbox's own loopback (the
+network namespace has nothing else: a program can serve and connect to itself, never reach the host).
 
 Running as root needs one more step: RLIMIT_NPROC is never enforced for host uid 0, so as root we start
 bwrap as an unprivileged uid (nobody). That uid cannot read an interpreter under /root (pyenv's default), so
@@ -45,6 +47,12 @@ SANDBOX_ENV = {
     "PYTHONHASHSEED": "0",  # deterministic set/dict-of-str order, so the same program gives the same verdict
     "PYTHONIOENCODING": "utf-8",
     "PYTHONDONTWRITEBYTECODE": "1",
+}
+SANDBOX_HOSTNAME = "sandbox"
+# The sandbox's only name service: loopback names from a file (no DNS: the network namespace is empty anyway).
+SANDBOX_ETC = {
+    "hosts": f"127.0.0.1\tlocalhost {SANDBOX_HOSTNAME}\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+    "nsswitch.conf": "hosts: files\n",
 }
 
 
@@ -127,6 +135,12 @@ def _write_once(path: Path, data: bytes) -> Path:
     os.chmod(partial, 0o644)
     os.replace(partial, path)
     return path
+
+
+def _etc_file(name: str, text: str) -> Path:
+    """A generated /etc file in the cache (world-readable, so the unprivileged sandbox uid can read it too)."""
+    data = text.encode()
+    return _write_once(_cache_root() / f"etc-{hashlib.sha256(data).hexdigest()[:16]}-{name}", data)
 
 
 def _mirror_runtime(prefix: Path, version: str) -> Path:
@@ -232,7 +246,7 @@ def _build_argv(spec: SandboxSpec) -> tuple[list[str], dict[str, Any]]:
         "--unshare-user",
         "--uid", str(NOBODY),
         "--gid", str(NOBODY),
-        "--hostname", "sandbox",
+        "--hostname", SANDBOX_HOSTNAME,
         "--disable-userns",  # no nested user namespaces (and so no capabilities) for the program
         "--as-pid-1",  # the harness is init: a program cannot kill it, and init reaps the program's orphans
         "--die-with-parent",
@@ -250,6 +264,8 @@ def _build_argv(spec: SandboxSpec) -> tuple[list[str], dict[str, Any]]:
             argv += ["--symlink", target, link]
     if prefix != Path("/usr"):
         argv += ["--ro-bind", str(runtime_source), str(prefix)]
+    for name, text in SANDBOX_ETC.items():
+        argv += ["--ro-bind", str(_etc_file(name, text)), f"/etc/{name}"]
     argv += [
         "--ro-bind", str(harness), SANDBOX_HARNESS,
         "--proc", "/proc",

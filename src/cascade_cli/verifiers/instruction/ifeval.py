@@ -121,18 +121,11 @@ def number_paragraphs(text: str, *, num_paragraphs: int) -> bool:
     return count_parts_allowing_empty_ends(_DIVIDER.split(text)) == num_paragraphs
 
 
-def _nth_within_count(values: dict[str, Any]) -> str | None:
-    if not 1 <= values["nth_paragraph"] <= values["num_paragraphs"]:
-        return "nth_paragraph must be between 1 and num_paragraphs"
-    return None
-
-
 _FIRST_WORD_STOP = frozenset(".,?!'\"")
 
 
-@instruction(
-    "length_constraints:nth_paragraph_first_word",
-    validate=_nth_within_count, num_paragraphs="int", nth_paragraph="int", first_word="str",
+@instruction(  # 1 <= nth_paragraph <= num_paragraphs: registry.KWARG_BOUNDS and ORDERED_KWARGS
+    "length_constraints:nth_paragraph_first_word", num_paragraphs="int", nth_paragraph="int", first_word="str"
 )
 def nth_paragraph_first_word(text: str, *, num_paragraphs: int, nth_paragraph: int, first_word: str) -> bool:
     """Paragraphs split on blank lines ("\\n\\n"); empty ones are not counted but keep their index."""

@@ -85,6 +85,63 @@ KINDS: dict[str, Callable[[Any], Any]] = {
 
 
 @dataclass(frozen=True)
+class Bound:
+    """The values a numeric kwarg can take for its instruction to be satisfiable (and not vacuous)."""
+
+    low: float
+    high: float | None = None
+    means: str = "a count"
+
+    def problem(self, name: str, value: float) -> str | None:
+        if value >= self.low and (self.high is None or value <= self.high):
+            return None
+        wanted = f"at least {self.low:g}" if self.high is None else f"between {self.low:g} and {self.high:g}"
+        return f"kwarg {name!r} ({self.means}) must be {wanted}, found {value!r}"
+
+
+POSITIVE = Bound(1)
+# Numeric kwargs by name, for every instruction that declares one (IFEval's and IFBench's names mean the same
+# thing wherever they occur); KWARG_BOUNDS_BY_ID overrides a name for one instruction. A name not listed
+# here only has to convert to its kind. "less than 0" can never hold, and a count of 0 or a 0th position makes
+# the other instructions vacuous or impossible, so counts and positions are positive unless listed otherwise.
+KWARG_BOUNDS: dict[str, Bound] = {
+    **dict.fromkeys(
+        ("frequency", "let_frequency", "capital_frequency", "num_sentences", "num_words", "num_paragraphs",
+         "num_sections", "num_highlights", "num_placeholders", "N", "small_n", "n_sent", "n_words",
+         "max_words"),
+        POSITIVE,
+    ),
+    **dict.fromkeys(("nth_paragraph", "n", "m"), Bound(1, means="a 1-based position")),
+    "num_bullets": Bound(0),  # exactly 0 bullet points is a real instruction
+    "min_words": Bound(0),
+    **dict.fromkeys(("n_start", "n_end"), Bound(0, means="a 0-based character index")),
+    "percentage": Bound(0, 100, means="a percentage"),
+}  # fmt: skip
+KWARG_BOUNDS_BY_ID: dict[tuple[str, str], Bound] = {
+    ("count:lowercase_counting", "N"): Bound(0),  # "at most N lowercase words": 0 is all caps
+    ("count:numbers", "N"): Bound(0),  # "exactly N numbers": 0 is none
+}
+
+# Pairs of kwargs that, where an instruction has both, must not be in reverse order (a span, a range).
+ORDERED_KWARGS = (("n_start", "n_end"), ("min_words", "max_words"), ("nth_paragraph", "num_paragraphs"))
+
+
+def kwarg_problem(instruction_id: str, values: dict[str, Any]) -> str | None:
+    """The first numeric kwarg outside its bound (KWARG_BOUNDS) or pair out of order, as a message; None
+    when all are in range."""
+    for name, value in values.items():
+        bound = KWARG_BOUNDS_BY_ID.get((instruction_id, name)) or KWARG_BOUNDS.get(name)
+        if bound is not None and isinstance(value, (int, float)) and not isinstance(value, bool):
+            problem = bound.problem(name, value)
+            if problem:
+                return problem
+    for first, second in ORDERED_KWARGS:
+        if first in values and second in values and values[first] > values[second]:
+            return f"{first} must not exceed {second} (found {values[first]!r} > {values[second]!r})"
+    return None
+
+
+@dataclass(frozen=True)
 class Instruction:
     id: str
     check: Callable[..., bool]
@@ -162,10 +219,11 @@ def _bind_cached(instruction_id: str, kwargs_json: str) -> Callable[[str], bool]
             values[name] = KINDS[kind.rstrip("?")](raw[name])
         except ValueError as error:
             raise _bad(spec, raw, f"kwarg {name!r}: {error}") from None
-    if spec.validate is not None:
+    problem = kwarg_problem(spec.id, values)
+    if problem is None and spec.validate is not None:
         problem = spec.validate(values)
-        if problem:
-            raise _bad(spec, raw, problem)
+    if problem:
+        raise _bad(spec, raw, problem)
     check = spec.check
     return functools.partial(check, **values)
 

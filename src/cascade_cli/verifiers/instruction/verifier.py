@@ -2,6 +2,11 @@
 
 Loose mode is IFEval's: an instruction passes when any of eight variants of the response passes it (the
 response, without its first line, without its last line, without both, and each of those with `*` removed).
+
+The empty rule: an answer that is empty or only whitespace (after the think block) follows no instruction,
+strict or loose, whatever the instruction (even one an empty text would satisfy, such as `punctuation:no_comma`
+or "less than 5 sentences"); its `details.verdict` is `empty` rather than `fail`. IFEval's reference does
+the same per variant (`response.strip() and check(response)`), so a loose variant that is empty fails too.
 """
 
 from __future__ import annotations
@@ -15,12 +20,24 @@ from cascade_cli.verifiers.base import RecordError, Score, Verifier, parse_label
 from cascade_cli.verifiers.instruction import ifbench, ifeval  # noqa: F401  (registers the instructions)
 from cascade_cli.verifiers.instruction.registry import bind
 
+VERDICTS = ("pass", "fail", "empty")
+
+
+def is_empty(text: str) -> bool:
+    """The empty rule's test: nothing but whitespace."""
+    return not text.strip()
+
 
 @dataclass(frozen=True)
 class Evaluation:
     instruction_ids: list[str]
     strict: list[bool]
     loose: list[bool]
+    empty: bool = False
+
+    @property
+    def verdict(self) -> str:
+        return "empty" if self.empty else "pass" if self.prompt_strict else "fail"
 
     @property
     def prompt_strict(self) -> bool:
@@ -76,14 +93,16 @@ def bind_all(ids: Sequence[str], kwargs: Sequence[dict[str, Any]]) -> list[Calla
 
 
 def _passes(check: Callable[[str], bool], text: str) -> bool:
-    return bool(text.strip()) and bool(check(text))
+    return not is_empty(text) and bool(check(text))
 
 
 def evaluate(
     text: str, ids: Sequence[str], kwargs: Sequence[dict[str, Any]], loose: bool = True
 ) -> Evaluation:
     """Strict (and loose) verdicts of `text` against each instruction; RecordError for a bad label."""
-    checkers = bind_all(ids, kwargs)
+    checkers = bind_all(ids, kwargs)  # a bad label is an error even when the text is empty
+    if is_empty(text):
+        return Evaluation(list(ids), [False] * len(ids), [False] * len(ids), empty=True)
     strict = [_passes(check, text) for check in checkers]
     if not loose:
         return Evaluation(list(ids), strict, list(strict))
@@ -114,6 +133,8 @@ def accuracy(evaluations: Iterable[Evaluation]) -> dict[str, float]:
 class InstructionVerifier(Verifier):
     """Domain `if`: reward 1 when every instruction passes in strict mode, else 0.
 
+    `details.verdict`: pass | fail | empty (the empty rule above: every instruction fails).
+
     `loose=False` skips the loose verdicts (they never change the reward) for the fastest RL scoring.
     """
 
@@ -134,6 +155,7 @@ class InstructionVerifier(Verifier):
         ids, kwargs = parse_instructions(parse_label(record))
         evaluation = evaluate(answer_text(response), ids, kwargs, loose=self.loose)
         details = {
+            "verdict": evaluation.verdict,
             "prompt_strict": evaluation.prompt_strict,
             "prompt_loose": evaluation.prompt_loose,
             "instructions": [
