@@ -67,8 +67,9 @@ def _strip_math_delimiters(text: str) -> str:
     return text
 
 
-# Only these phrases may overrule a box written before them ("the answer is correct" must not).
-_FINAL_PHRASE = re.compile(r"final\s+answer|\banswer[*_\s]*:", re.IGNORECASE)
+# Only these phrases may overrule a box written before them ("the answer is correct", "check our answer: ..."
+# must not): "final answer", or "Answer:" opening a line.
+_FINAL_PHRASE = re.compile(r"(final\s+answer)|^[#*_ \t]*(answer[*_\s]*:)", re.IGNORECASE | re.MULTILINE)
 _SENTENCE_END = re.compile(r"\.\s|\.$|;\s|,?\s+(?:since|because|as|which|where)\s")
 _PROSE_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
 _COPULA = re.compile(r"\s(?:is|are|was|were|equals|be|becomes)\s+|=\s*")
@@ -119,13 +120,19 @@ def _phrase_answer(rest: str) -> str | None:
     return _strip_math_delimiters(line) or None
 
 
-def _after_answer_phrase(text: str) -> tuple[str | None, int, bool]:
-    """(answer, where the last answer phrase starts, whether it is an explicit final-answer phrase)."""
+def _after_answer_phrase(text: str) -> str | None:
     matches = list(_ANSWER_PHRASE.finditer(text))
-    if not matches:
-        return None, -1, False
-    last = matches[-1]
-    return _phrase_answer(text[last.end() :]), last.start(), bool(_FINAL_PHRASE.match(last.group(0)))
+    return _phrase_answer(text[matches[-1].end() :]) if matches else None
+
+
+def _final_phrase_answer(text: str, after: int) -> str | None:
+    """The math after the last explicit final-answer phrase that starts at or after `after`, if any."""
+    for final in reversed(list(_FINAL_PHRASE.finditer(text, after))):
+        phrase = _ANSWER_PHRASE.match(text, final.start(final.lastindex or 0))
+        if phrase:
+            answer = _phrase_answer(text[phrase.end() :])
+            return answer if answer and _LOOKS_LIKE_MATH.search(answer) else None
+    return None
 
 
 def _last_math_span(text: str) -> str | None:
@@ -143,13 +150,20 @@ def _joined_boxes(gold: str, boxes: list[str]) -> str | None:
     """The last boxes written as the label's list or tuple, when the label has several parts and the last box
     alone has one: `x = \\boxed{3}`, `y = \\boxed{4}` against `(3, 4)` -> `(3, 4)`."""
     gold_parts = split_top_level(_light(gold))
-    if gold_parts is None or len(boxes) < 2 or split_top_level(boxes[-1]) is not None:
-        return None
+    if gold_parts is None or len(boxes) < 2 or _GROUPED_DIGITS.search(_light(gold)):
+        return None  # one part, or `58,500`: one number
     opening, items, closing = gold_parts
     if (opening, closing) not in (("", ""), ("(", ")"), ("\\{", "\\}")) or "\\infty" in gold:
         return None  # an interval's ends are not answered by boxing its endpoints apart
+    last = split_top_level(boxes[-1])
+    if last is not None and len(last[1]) == len(items) and _bracketed(last[1]) == _bracketed(items):
+        return None  # the last box already holds every part
     parts = [_strip_assignment(box, gold) for box in boxes[-len(items) :]]
     return opening + ", ".join(parts) + closing
+
+
+def _bracketed(items: list[str]) -> bool:
+    return any(item.startswith(("(", "[", "\\{")) for item in items)
 
 
 def extract_answer(response: str, gold: str | None = None) -> tuple[str | None, str]:
@@ -162,13 +176,13 @@ def extract_answer(response: str, gold: str | None = None) -> tuple[str | None, 
         return None, "unfinished"
     text = answer_text(response)
     boxes = boxed_spans(text)
-    phrase, phrase_at, final_phrase = _after_answer_phrase(text)
-    after_boxes = not boxes or phrase_at >= boxes[-1][1]
-    if phrase and final_phrase and boxes and after_boxes and _LOOKS_LIKE_MATH.search(phrase):
-        return phrase, "answer_phrase"
     if boxes:
+        final = _final_phrase_answer(text, boxes[-1][1])
+        if final:
+            return final, "answer_phrase"
         joined = _joined_boxes(gold, [box for _, _, box in boxes]) if gold else None
         return (joined, "boxes") if joined else (boxes[-1][2].strip(), "boxed")
+    phrase = _after_answer_phrase(text)
     if phrase:
         return phrase, "answer_phrase"
     span = _last_math_span(text)
