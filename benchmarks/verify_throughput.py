@@ -6,6 +6,9 @@ Sections (run all, or pick with --section NAME, repeatable):
          main thread). Prints rows/s, seconds per 1,024, the ratio, and where the two disagree.
          Reference point: AceReason reported 3.9 s per 1,024 math checks with 64 workers.
 
+  math_checkset  precision, recall and fast-path share on the math check sets and MATH-500 reference
+         solutions (benchmarks/math_fidelity.py).
+
   if     IFEval scoring of the 541 GPT-4 rows by ours and by lm_eval's reference implementation, same process
          tree: rows/s of each, the ratio, identical verdicts (benchmarks/ifeval_vs_reference.py).
 
@@ -175,7 +178,18 @@ def section_if(args: argparse.Namespace) -> None:
     print(f"  rows the two disagree on: {result['disagreeing_keys']}")
 
 
-SECTIONS: dict[str, Callable[[argparse.Namespace], None]] = {"math": section_math, "if": section_if}
+def section_math_checkset(args: argparse.Namespace) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from math_fidelity import main as fidelity
+
+    fidelity()  # precision, recall and the fast path's share on the check sets (benchmarks/math_fidelity.py)
+
+
+SECTIONS: dict[str, Callable[[argparse.Namespace], None]] = {
+    "math": section_math,
+    "math_checkset": section_math_checkset,
+    "if": section_if,
+}
 
 
 def main(argv: list[str] | None = None) -> None:

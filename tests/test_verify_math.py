@@ -11,19 +11,22 @@ from pathlib import Path
 
 import pytest
 
+from cascade_cli.records import all_boxed
 from cascade_cli.verifiers import get_verifier, verify_batch
 from cascade_cli.verifiers.math import MathVerifier, extract_answer, fast_verdict, last_boxed
 
 CHECKSET = Path(__file__).parent / "data" / "math_checkset.jsonl"
 BUILDER = Path(__file__).parent / "data" / "build_math_checkset.py"
+FIDELITY = Path(__file__).parent / "data" / "math_fidelity_checkset.jsonl"
+FIDELITY_BUILDER = Path(__file__).parent / "data" / "build_math_fidelity_checkset.py"
 
 
 def score(response: str, label, **options):
     return MathVerifier(code_switch_reward=None, **options).score({"response": response, "label": label})
 
 
-def load_checkset() -> list[dict]:
-    return [json.loads(line) for line in CHECKSET.read_text(encoding="utf-8").splitlines()]
+def load_checkset(path: Path = CHECKSET) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
 # ---- extraction -------------------------------------------------------------------------------------
@@ -63,6 +66,58 @@ def test_last_boxed_handles_nesting_escapes_and_bare_form(text: str, expected: s
 )
 def test_extract_answer_order_boxed_then_phrase_then_math_span(response: str, answer, how: str) -> None:
     assert extract_answer(response) == (answer, how)
+
+
+def test_all_boxed_in_order_outer_box_once() -> None:
+    assert all_boxed("x = \\boxed{3}, y = \\boxed{\\frac{1}{2}}, \\boxed{\\boxed{7}} \\boxed{open") == [
+        "3",
+        "\\frac{1}{2}",
+        "\\boxed{7}",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("response", "gold", "answer", "how"),
+    [
+        # several final boxes answer a label with several parts; one part keeps last-box semantics
+        ("The pairs are $\\boxed{(2, 2)}$ and $\\boxed{(6, 2)}$.", "(2, 2), (6, 2)", "(2, 2), (6, 2)", "boxes"),
+        ("Hence $x = \\boxed{3}$ and $y = \\boxed{4}$.", "(3, 4)", "(3, 4)", "boxes"),
+        ("Hence $x = \\boxed{3}$ and $y = \\boxed{4}$.", "4", "4", "boxed"),
+        ("First \\boxed{7}, then \\boxed{(3, 4)}.", "(3, 4)", "(3, 4)", "boxed"),
+        ("So \\boxed{58} and \\boxed{500}.", "58,500", "500", "boxed"),  # one number, not two parts
+        ("So \\boxed{0} and \\boxed{1}.", "[0, 1)", "1", "boxed"),  # an interval's ends
+        # the math of a final-answer sentence
+        ("Final Answer: The largest $n$ is 34.", None, "34", "answer_phrase"),
+        ("**Final Answer:** There are 12 ways to do it.", None, "12", "answer_phrase"),
+        ("Final Answer: We get $m + n = 127$.", None, "m + n = 127", "answer_phrase"),
+        ("Final Answer: The day of the week is Tuesday.", None, "Tuesday", "answer_phrase"),
+        ("Final Answer: I could not decide it either way.", None, None, "none"),
+        # a later explicit final-answer phrase beats an early box; prose after a box does not
+        ("Trying $\\boxed{10}$ first fails.\n\nThe final answer is $12$.", None, "12", "answer_phrase"),
+        ("Trying \\boxed{12} first.\n\nFinal Answer: The answer is 10.", None, "10", "answer_phrase"),
+        ("So $\\boxed{12}$. I checked and the answer is correct.", None, "12", "boxed"),
+        ("So $\\boxed{44}$.\n\nWe may check our answer: $17 \\cdot 44 = 748$.", None, "44", "boxed"),
+        ("The final answer is $\\boxed{5}$.", None, "5", "boxed"),
+        # bare answers: only a last math span that concludes the response counts
+        ("We have $x = 5$ and $y = 7$, so there are 12 of them.", None, None, "none"),
+        ("Let $k = 3$. Counting gives\n\n42", None, None, "none"),
+        ("Adding the two areas, the total is $\\frac{7}{2}$.", None, "\\frac{7}{2}", "math_span"),
+    ],
+)
+def test_extract_answer_fidelity_classes(response: str, gold, answer, how: str) -> None:
+    assert extract_answer(response, gold) == (answer, how)
+
+
+def test_bare_answer_reports_no_answer() -> None:
+    result = score("We set $n = 5$ and count the cases that remain.\n\n12", {"answer": "5"})
+    assert (result.reward, result.details["verdict"], result.details["extraction"]) == (0.0, "no_answer", "none")
+
+
+def test_multi_part_label_scores_all_final_boxes() -> None:
+    assert score("$x = \\boxed{3}$ and $y = \\boxed{4}$", {"answer": "(3, 4)"}).reward == 1.0
+    assert score("$x = \\boxed{4}$ and $y = \\boxed{3}$", {"answer": "(3, 4)"}).reward == 0.0
+    assert score("roots \\boxed{5} and \\boxed{-2}", {"answer": "-2, 5"}).reward == 1.0
+    assert score("only \\boxed{5}", {"answer": "-2, 5"}).reward == 0.0
 
 
 def test_answer_inside_thinking_only_does_not_count() -> None:
@@ -114,6 +169,12 @@ def test_unfinished_thinking_scores_zero_with_reason() -> None:
         ("3", "x = 3", True),
         ("50\\%", "50", True),
         ("50\\%", "0.5", None),  # math-verify accepts a percentage as its fraction
+        # comma + space separates list items; only `1,234` groups digits (adversarial negatives)
+        ("32349", "32, 349", False),
+        ("1234", "1, 234", False),
+        ("1, 234", "1234", False),
+        ("32349", "32,349", True),
+        ("(3, 456)", "(3,456)", None),  # `3,456`: a number or a pair? math-verify's call
     ],
 )
 def test_fast_verdict(gold: str, predicted: str, verdict) -> None:
@@ -252,6 +313,25 @@ def test_checkset_precision_and_recall() -> None:
     )
     assert precision >= 0.995, misses
     assert recall >= 0.99, misses
+
+
+def test_fidelity_checkset_is_what_its_builder_makes(shared_data: Path) -> None:
+    spec = importlib.util.spec_from_file_location("build_math_fidelity_checkset", FIDELITY_BUILDER)
+    assert spec and spec.loader
+    builder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builder)
+    assert builder.build(shared_data / "math500" / "test.jsonl") == load_checkset(FIDELITY)
+
+
+def test_fidelity_checkset_precision_and_recall() -> None:
+    """Issue 21's classes: multi-box answers, final-answer sentences, early boxes, lists posing as thousands,
+    bare answers. Every row must be decided as labelled (before the fix: precision 0.02, recall 0.01)."""
+    rows = load_checkset(FIDELITY)
+    assert sum(row["expected"] for row in rows) >= 900 and sum(not row["expected"] for row in rows) >= 1000
+    records = [{"response": row["response"], "label": {"answer": row["answer"]}} for row in rows]
+    scores = verify_batch(records, domain="math", workers=2, options={"math": {"code_switch_reward": None}})
+    wrong = [(row["id"], s.details) for row, s in zip(rows, scores, strict=True) if s.passed != row["expected"]]
+    assert wrong == []
 
 
 # ---- threads, processes, timeouts -------------------------------------------------------------------

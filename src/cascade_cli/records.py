@@ -169,17 +169,43 @@ def balanced_group(text: str, open_at: int) -> str | None:
     return None
 
 
+def boxed_spans(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, argument) of every complete `\\boxed{...}` / `\\fbox{...}` not inside another, in order.
+
+    Like `last_boxed`, only the last few box commands are looked at (a flood of unclosed ones stays linear).
+    """
+    spans: list[tuple[int, int, str]] = []
+    for match in list(_BOX_COMMAND.finditer(text))[-_MAX_BOX_CANDIDATES:]:
+        box = None if spans and match.start() < spans[-1][1] else _box_at(text, match)  # nested: skip
+        if box is not None:
+            spans.append((match.start(), *box))
+    return spans
+
+
+def all_boxed(text: str) -> list[str]:
+    """The arguments of the boxes in `text`, in order (a box nested in another counts once, as the outer)."""
+    return [content for _, _, content in boxed_spans(text)]
+
+
+def _box_at(text: str, match: re.Match[str]) -> tuple[int, str] | None:
+    """(end, argument) of the box whose command `match` found, or None when it is not complete."""
+    start = match.end()
+    if start < len(text) and text[start] == "{":
+        content = balanced_group(text, start)
+        if content is not None:
+            return start + len(content) + 2, content
+    elif start < len(text) and match.group(0).endswith(" "):
+        bare = re.match(r"[^\s$.,;]+", text[start:])
+        if bare:
+            return start + bare.end(), bare.group(0)
+    return None
+
+
 def last_boxed(text: str) -> str | None:
     """The argument of the last complete `\\boxed{...}` or `\\fbox{...}`; `\\boxed 5` also counts."""
     # Only the last few candidates: a flood of unclosed `\boxed{` would otherwise cost quadratic time.
     for match in list(_BOX_COMMAND.finditer(text))[-_MAX_BOX_CANDIDATES:][::-1]:
-        start = match.end()
-        if start < len(text) and text[start] == "{":
-            content = balanced_group(text, start)
-            if content is not None:
-                return content
-        elif start < len(text) and match.group(0).endswith(" "):
-            bare = re.match(r"[^\s$.,;]+", text[start:])
-            if bare:
-                return bare.group(0)
+        box = _box_at(text, match)
+        if box is not None:
+            return box[1]
     return None

@@ -1,9 +1,12 @@
 """Math verifier: the final answer after `</think>` against `label["answer"]`, reward 1 or 0.
 
-Extraction: the last `\\boxed{...}` / `\\fbox{...}` (nested braces), else "final answer is X" / "Answer: X",
-else the last `$...$` / `\\(...\\)` / `\\[...\\]` math span. A response that opened `<think>` and never
-closed it has no answer. Comparison: a fast path (normalised string equality, exact numbers) decides most
-rows without sympy; the rest go through math-verify with its signal timeouts off and our own thread-safe
+Extraction: the last `\\boxed{...}` / `\\fbox{...}` (nested braces), unless an explicit final-answer phrase
+("Final Answer: ...", "The final answer is ...") comes after it; when the label lists several parts and the
+last box holds one, the last boxes together (`x = \\boxed{3}`, `y = \\boxed{4}` for `(3, 4)`); else the answer
+after "final answer is X" / "Answer: X" (the math of a sentence: `The largest $n$ is 34.` -> 34); else a last
+`$...$` / `\\(...\\)` / `\\[...\\]` math span that ends a concluding sentence. Anything else is no answer
+(a wrong guess would pay for a lucky span). A response that opened `<think>` and never closed it has no answer.
+Comparison: a fast path (normalised string equality, exact numbers) decides most rows without sympy; the rest go through math-verify with its signal timeouts off and our own thread-safe
 deadline around it (`verifiers/deadline.py`).
 """
 
@@ -16,10 +19,15 @@ from functools import lru_cache
 from typing import Any
 
 from cascade_cli.chat import answer_text, split_response
-from cascade_cli.records import last_boxed
+from cascade_cli.records import boxed_spans, last_boxed  # noqa: F401  (last_boxed: re-exported)
 from cascade_cli.verifiers.base import RecordError, Score, Verifier, parse_label, require_response
 from cascade_cli.verifiers.deadline import DeadlineExceeded, run_with_deadline
-from cascade_cli.verifiers.math_numeric import numeric_verdict, strip_unit, structured_verdict
+from cascade_cli.verifiers.math_numeric import (
+    numeric_verdict,
+    split_top_level,
+    strip_unit,
+    structured_verdict,
+)
 
 # An answer longer than this is not a final answer; sympy on it could run for minutes inside C code.
 MAX_ANSWER_CHARS = 400
@@ -59,36 +67,121 @@ def _strip_math_delimiters(text: str) -> str:
     return text
 
 
-def _after_answer_phrase(text: str) -> str | None:
-    matches = list(_ANSWER_PHRASE.finditer(text))
-    if not matches:
-        return None
-    rest = text[matches[-1].end() :]
+# Only these phrases may overrule a box written before them ("the answer is correct", "check our answer: ..."
+# must not): "final answer", or "Answer:" opening a line.
+_FINAL_PHRASE = re.compile(r"(final\s+answer)|^[#*_ \t]*(answer[*_\s]*:)", re.IGNORECASE | re.MULTILINE)
+_SENTENCE_END = re.compile(r"\.\s|\.$|;\s|,?\s+(?:since|because|as|which|where)\s")
+_PROSE_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
+_COPULA = re.compile(r"\s(?:is|are|was|were|equals|be|becomes)\s+|=\s*")
+_LEADING_NUMBER = re.compile(r"[-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:/\d+)?(?:\s*\\?%)?")
+_LOOKS_LIKE_MATH = re.compile(r"[\d\\]|^\(?[A-Ea-e]\)?$")
+# A bare math span counts only as the response's last words, in a sentence that concludes.
+_CONCLUSION = re.compile(
+    r"\b(?:so|thus|therefore|hence|equals?|is|are|get|gives?|obtain|yields?|total|result)\b|=", re.IGNORECASE
+)
+
+
+def _span_text(match: re.Match[str]) -> str:
+    return next(group for group in match.groups() if group is not None).strip()
+
+
+def _mask_math(line: str) -> str:
+    """`line` with each math span blanked (same length), so words and `=` inside math are not prose."""
+    return _MATH_SPANS.sub(lambda match: "#" * len(match.group(0)), line)
+
+
+def _math_in_sentence(line: str) -> str | None:
+    """The math a sentence states: `The largest $n$ is 34.` -> `34`; None when it states none."""
+    masked = _mask_math(line)
+    copulas = list(_COPULA.finditer(masked))
+    tail = line[copulas[-1].end() :] if copulas else line
+    math = _MATH_SPANS.match(tail)
+    if math:
+        return _span_text(math)
+    number = _LEADING_NUMBER.match(tail)
+    if number:
+        return number.group(0).strip()
+    if copulas and len(_PROSE_WORD.findall(_mask_math(tail))) <= 1 and tail.strip():
+        return tail.strip()  # "The day is Tuesday"
+    spans = list(_MATH_SPANS.finditer(line))
+    return _span_text(spans[-1]) if spans else None
+
+
+def _phrase_answer(rest: str) -> str | None:
+    """The answer that follows an answer phrase: a math span, a short expression, or the math of a sentence."""
     math = _MATH_SPANS.match(rest)
     if math:
-        return next(group for group in math.groups() if group is not None).strip()
+        return _span_text(math)
     line = rest.split("\n", 1)[0].strip()
     # "The answer is 12." / "Answer: 3, since ..." -> keep the answer, drop the sentence end.
-    line = re.split(r"\.\s|\.$|;\s|,?\s+(?:since|because|as|which|where)\s", line, maxsplit=1)[0]
-    line = line.strip().rstrip(".,;:").strip()
+    line = _SENTENCE_END.split(line, maxsplit=1)[0].strip().rstrip(".,;:").strip()
+    if len(_PROSE_WORD.findall(_mask_math(line))) >= 2:
+        return _math_in_sentence(line)
     return _strip_math_delimiters(line) or None
 
 
+def _after_answer_phrase(text: str) -> str | None:
+    matches = list(_ANSWER_PHRASE.finditer(text))
+    return _phrase_answer(text[matches[-1].end() :]) if matches else None
+
+
+def _final_phrase_answer(text: str, after: int) -> str | None:
+    """The math after the last explicit final-answer phrase that starts at or after `after`, if any."""
+    for final in reversed(list(_FINAL_PHRASE.finditer(text, after))):
+        phrase = _ANSWER_PHRASE.match(text, final.start(final.lastindex or 0))
+        if phrase:
+            answer = _phrase_answer(text[phrase.end() :])
+            return answer if answer and _LOOKS_LIKE_MATH.search(answer) else None
+    return None
+
+
 def _last_math_span(text: str) -> str | None:
+    """The last math span, only when it ends the response and its sentence concludes (else no answer)."""
     spans = list(_MATH_SPANS.finditer(text))
-    if not spans:
+    if not spans or text[spans[-1].end() :].strip(" \t\n.!") != "":
         return None
-    return next(group for group in spans[-1].groups() if group is not None).strip() or None
+    sentence_start = max(text.rfind("\n", 0, spans[-1].start()), text.rfind(". ", 0, spans[-1].start()))
+    if not _CONCLUSION.search(_mask_math(text[sentence_start + 1 : spans[-1].start()])):
+        return None
+    return _span_text(spans[-1]) or None
 
 
-def extract_answer(response: str) -> tuple[str | None, str]:
-    """(answer, how) from a full response; how is boxed | answer_phrase | math_span | none | unfinished."""
+def _joined_boxes(gold: str, boxes: list[str]) -> str | None:
+    """The last boxes written as the label's list or tuple, when the label has several parts and the last box
+    alone has one: `x = \\boxed{3}`, `y = \\boxed{4}` against `(3, 4)` -> `(3, 4)`."""
+    gold_parts = split_top_level(_light(gold))
+    if gold_parts is None or len(boxes) < 2 or _GROUPED_DIGITS.search(_light(gold)):
+        return None  # one part, or `58,500`: one number
+    opening, items, closing = gold_parts
+    if (opening, closing) not in (("", ""), ("(", ")"), ("\\{", "\\}")) or "\\infty" in gold:
+        return None  # an interval's ends are not answered by boxing its endpoints apart
+    last = split_top_level(boxes[-1])
+    if last is not None and len(last[1]) == len(items) and _bracketed(last[1]) == _bracketed(items):
+        return None  # the last box already holds every part
+    parts = [_strip_assignment(box, gold) for box in boxes[-len(items) :]]
+    return opening + ", ".join(parts) + closing
+
+
+def _bracketed(items: list[str]) -> bool:
+    return any(item.startswith(("(", "[", "\\{")) for item in items)
+
+
+def extract_answer(response: str, gold: str | None = None) -> tuple[str | None, str]:
+    """(answer, how) from a full response; how is boxed | boxes | answer_phrase | math_span | none | unfinished.
+
+    An explicit final-answer phrase after the last box wins over it; with a label of several parts (`gold`),
+    the last several boxes answer together; without a box or phrase, only a concluding last math span counts.
+    """
     if not split_response(response).finished:
         return None, "unfinished"
     text = answer_text(response)
-    boxed = last_boxed(text)
-    if boxed is not None:
-        return boxed.strip(), "boxed"
+    boxes = boxed_spans(text)
+    if boxes:
+        final = _final_phrase_answer(text, boxes[-1][1])
+        if final:
+            return final, "answer_phrase"
+        joined = _joined_boxes(gold, [box for _, _, box in boxes]) if gold else None
+        return (joined, "boxes") if joined else (boxes[-1][2].strip(), "boxed")
     phrase = _after_answer_phrase(text)
     if phrase:
         return phrase, "answer_phrase"
@@ -107,6 +200,8 @@ _FRAC = re.compile(r"^(-?)\\[dt]?frac\{(-?\d+)\}\{(-?\d+)\}$|^(-?)\\[dt]?frac(\d
 _DECIMAL = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)$")
 _THOUSANDS = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 _SLASH = re.compile(r"^(-?\d+)/(-?\d+)$")
+# A comma then a space separates list items; only `1,234` (no space, groups of three) groups digits.
+_LIST_COMMA = re.compile(r"(\d),\s+(?=\d)")
 
 
 def normalize(answer: str) -> str:
@@ -117,6 +212,7 @@ def normalize(answer: str) -> str:
     text = text.replace("\\left", "").replace("\\right", "").replace("\\displaystyle", "")
     text = text.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
     text = text.replace("{,}", "")
+    text = _LIST_COMMA.sub(r"\1;", text)  # `32, 349` is a list of two numbers, never 32349
     text = _SPACING.sub("", text)
     text = _DEGREES.sub("", text)
     text = text.replace("\\%", "").replace("%", "").replace("\\$", "")
@@ -147,6 +243,12 @@ def as_number(text: str) -> Fraction | None:
 
 
 _ASSIGNMENT = re.compile(r"^\s*[A-Za-z]\s*=\s*([^=]+)$")
+
+
+def _strip_assignment(answer: str, gold: str) -> str:
+    """`x = 3` answers `3` (math-verify reads it the same way), unless the label itself is an equation."""
+    assignment = _ASSIGNMENT.match(answer)
+    return assignment.group(1).strip() if assignment and "=" not in gold else answer
 
 
 _GROUPED_DIGITS = re.compile(r"\d,\d{3}(?!\d)")
@@ -181,9 +283,7 @@ def fast_verdict(gold: str, predicted: str) -> bool | None:
 
 
 def _fast_verdict(gold: str, predicted: str) -> bool | None:
-    assignment = _ASSIGNMENT.match(predicted)
-    if assignment and "=" not in gold:  # "x = 3" answers "3" (math-verify reads it the same way)
-        predicted = assignment.group(1)
+    predicted = _strip_assignment(predicted, gold)
     gold_norm, predicted_norm = normalize(gold), normalize(predicted)
     if gold_norm == predicted_norm and gold_norm:
         return True
@@ -281,7 +381,7 @@ class MathVerifier(Verifier):
     def verify_one(self, record: dict[str, Any]) -> Score:
         response = require_response(record)
         gold = gold_answer(parse_label(record))
-        extracted, how = extract_answer(response)
+        extracted, how = extract_answer(response, gold)
         details: dict[str, Any] = {"extracted": extracted, "gold": gold, "extraction": how}
         if not extracted:
             return Score(0.0, False, {**details, "verdict": "no_answer", "path": "extract"})

@@ -263,12 +263,22 @@ def strip_unit(text: str) -> str:
     return stripped if stripped.strip() else text
 
 
+def _closes_at_end(text: str, open_at: int) -> bool:
+    """Whether the bracket at `open_at` closes at the last character: `(1, 2)` yes, `(1, 2), (3, 4)` no."""
+    depth = 0
+    for index in range(open_at, len(text)):
+        depth += 1 if text[index] in "({[" else -1 if text[index] in ")}]" else 0
+        if depth == 0:
+            return index == len(text) - 1
+    return False
+
+
 def split_top_level(text: str) -> tuple[str, list[str], str] | None:
     """(opening, items, closing) for `(a, b)`, `[a, b)`, `\\{a, b\\}` or a bare `a, b`; None without a comma."""
     text = text.replace("\\left", "").replace("\\right", "").strip()
     opening = closing = ""
     for left, right in _BRACKETS.items():
-        if text.startswith(left) and text.endswith((")", "]", right)):
+        if text.startswith(left) and text.endswith((")", "]", right)) and _closes_at_end(text, len(left) - 1):
             opening = left
             closing = next(end for end in (right, ")", "]") if text.endswith(end))
             text = text[len(opening) : len(text) - len(closing)]
