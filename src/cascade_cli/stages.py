@@ -54,56 +54,24 @@ def load(target: str) -> Any:
 
 TRAINING_OPTIONS = ("engine", "dry_run", "restart")  # on every training command
 
-STAGE_KINDS: dict[str, StageKind] = {
-    "prepare_data": StageKind(
-        "prepare_data",
-        "cascade_cli.config.data:PrepareDataConfig",
-        "cascade_cli.data.prepare:run_prepare_data",
-        ("prepare-data",),
-        ("source", "out"),
-        produces_model=False,
-        defaults_init=False,
-    ),
-    "sft": StageKind(
-        "sft",
-        "cascade_cli.config.sft:SFTConfig",
-        "cascade_cli.engines.local.sft:run_sft",
-        ("sft",),
-        ("init", "data", "out"),
-        TRAINING_OPTIONS,
-        openrlhf_jobs=f"{JOBS}:sft_jobs",
-    ),
-    "reward_model": StageKind(
-        "reward_model",
-        "cascade_cli.config.rm:RewardModelConfig",
-        "cascade_cli.engines.local.reward_model:run_reward_model",
-        ("rlhf", "rm"),
-        ("init", "data", "out"),
-        ("eval_data", "skip_bad_rows", *TRAINING_OPTIONS),
-        openrlhf_jobs=f"{JOBS}:reward_model_jobs",
-        # Not a policy: the next stage's init skips it and the recipe does not generate with it. It starts
-        # from the previous policy (the SFT checkpoint) like any stage.
-        produces_model=False,
-    ),
-    "rlhf": StageKind(
-        "rlhf",
-        "cascade_cli.config.rlhf:RLHFConfig",
-        "cascade_cli.engines.local.rlhf:run_rlhf",
-        ("rlhf",),
-        ("init", "reward_model", "data", "out"),
-        ("eval_data", *TRAINING_OPTIONS),
-        openrlhf_jobs=f"{JOBS}:rlhf_jobs",
-    ),
-    "rlvr": StageKind(
-        "rlvr",
-        "cascade_cli.config.grpo:RLVRConfig",
-        "cascade_cli.engines.local.grpo:run_rlvr",
-        ("rlvr",),
-        ("domain", "init", "data", "out"),
-        ("eval_data", *TRAINING_OPTIONS),
-        openrlhf_jobs=f"{JOBS}:rlvr_jobs",
-    ),
-}
+# One row per kind: kind, config class, local runner, CLI words, --flags, more --options, OpenRLHF jobs.
+_KINDS = (
+    StageKind("prepare_data", "cascade_cli.config.data:PrepareDataConfig", "cascade_cli.data.prepare:run_prepare_data",
+              ("prepare-data",), ("source", "out"), produces_model=False, defaults_init=False),
+    StageKind("sft", "cascade_cli.config.sft:SFTConfig", "cascade_cli.engines.local.sft:run_sft",
+              ("sft",), ("init", "data", "out"), TRAINING_OPTIONS, openrlhf_jobs=f"{JOBS}:sft_jobs"),
+    # Not a policy: the next stage's init skips it and the recipe does not generate with it. It starts from the
+    # previous policy (the SFT checkpoint) like any stage.
+    StageKind("reward_model", "cascade_cli.config.rm:RewardModelConfig",
+              "cascade_cli.engines.local.reward_model:run_reward_model", ("rlhf", "rm"), ("init", "data", "out"),
+              ("eval_data", "skip_bad_rows", *TRAINING_OPTIONS), f"{JOBS}:reward_model_jobs", produces_model=False),
+    StageKind("rlhf", "cascade_cli.config.rlhf:RLHFConfig", "cascade_cli.engines.local.rlhf:run_rlhf",
+              ("rlhf",), ("init", "reward_model", "data", "out"), ("eval_data", *TRAINING_OPTIONS),
+              f"{JOBS}:rlhf_jobs"),
+    StageKind("rlvr", "cascade_cli.config.grpo:RLVRConfig", "cascade_cli.engines.local.grpo:run_rlvr",
+              ("rlvr",), ("domain", "init", "data", "out"), ("eval_data", *TRAINING_OPTIONS), f"{JOBS}:rlvr_jobs"),
+)
+STAGE_KINDS: dict[str, StageKind] = {kind.kind: kind for kind in _KINDS}
 
 
 def get_kind(kind: str) -> StageKind:
