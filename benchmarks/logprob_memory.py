@@ -1,7 +1,8 @@
 """Peak memory of one GRPO micro-batch: chunked log-probs from hidden states vs full float32 logits.
 
 A random Qwen3 with a large vocabulary (default 50k), one micro-batch of B responses x T tokens after a shared
-prompt, forward + backward of the token-level GRPO loss with the entropy computed too. `full` is the usual
+prompt, forward + backward of the token-level GRPO loss with the entropy computed too (tests/test_losses.py
+runs the chunked side of this script to bound it). `full` is the usual
 computation (the model's [B, T, V] logits, a float32 log-softmax and entropy over the whole vocabulary);
 `chunked` is cascade's (`engines/local/logprobs.py`: the LM head applied `--chunk` positions at a time and
 recomputed in backward). Each runs in a fresh process; prints the growth of peak RSS and the ratio.
@@ -25,7 +26,7 @@ from transformers import Qwen3Config, Qwen3ForCausalLM
 from cascade_cli.engines.local.logprobs import response_hidden, token_logprobs
 from cascade_cli.engines.local.losses import grpo_loss
 
-path, vocab, batch, length, chunk = sys.argv[1], *(int(v) for v in sys.argv[2:6])
+path, vocab, batch, length, chunk, bonus = sys.argv[1], *(int(v) for v in sys.argv[2:7])
 torch.manual_seed(0)
 torch.set_num_threads(1)
 config = Qwen3Config(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
@@ -38,7 +39,7 @@ peak_kib = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 before = peak_kib()
 if path == "chunked":
     hidden, tokens, present = response_hidden(model, [prompt] * batch, responses, pad=0, device="cpu")
-    logprobs, entropy = token_logprobs(hidden, model.lm_head, tokens, 1.0, chunk, entropy_grad=False)
+    logprobs, entropy = token_logprobs(hidden, model.lm_head, tokens, 1.0, chunk, entropy_grad=bool(bonus))
 else:
     ids = torch.tensor([prompt + r for r in responses])
     logits = model(input_ids=ids).logits[:, len(prompt) - 1 : -1]
@@ -47,15 +48,17 @@ else:
     logprobs = all_logprobs.gather(-1, tokens[..., None]).squeeze(-1)
     entropy = -(all_logprobs.exp() * all_logprobs).sum(-1)
     present = torch.ones_like(tokens)
-loss, _ = grpo_loss(logprobs, present.float(), torch.ones(batch), batch * length, entropy)
+loss, _ = grpo_loss(logprobs, present.float(), torch.ones(batch), batch * length, entropy, entropy_coef=bonus * 0.01)
 loss.backward()
 print(json.dumps({"peak_growth_mib": (peak_kib() - before) / 1024}))
 """
 
 
-def peak_growth_mib(path: str, vocab: int, batch: int, length: int, chunk: int) -> float:
+def peak_growth_mib(path: str, vocab: int, batch: int, length: int, chunk: int, entropy_bonus: bool = False) -> float:
+    """Growth of peak RSS (MiB) over one micro-batch's forward + backward (`path`: full | chunked), in a fresh
+    process; `entropy_bonus` adds an entropy term to the loss (so the entropy carries gradients too)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OMP_NUM_THREADS": "1"}
-    args = [path, str(vocab), str(batch), str(length), str(chunk)]
+    args = [path, str(vocab), str(batch), str(length), str(chunk), str(int(entropy_bonus))]
     done = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(WORKER), *args], capture_output=True, text=True, env=env
     )

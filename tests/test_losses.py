@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
+import importlib.util
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -108,42 +105,13 @@ def test_chunked_loss_and_gradients_equal_the_full_logits_computation(models, ag
     assert any(g.abs().sum() > 0 for g in chunked_grads.values())
 
 
-MICRO_BATCH = """
-import json, resource, sys
-import torch
-from transformers import Qwen3Config, Qwen3ForCausalLM
-from cascade_cli.engines.local.logprobs import response_hidden, token_logprobs
-from cascade_cli.engines.local.losses import grpo_loss
-
-vocab, batch, length, chunk, bonus = (int(v) for v in sys.argv[1:6])
-torch.manual_seed(0)
-torch.set_num_threads(1)
-config = Qwen3Config(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                     num_attention_heads=2, num_key_value_heads=1, head_dim=16, max_position_embeddings=4096)
-model = Qwen3ForCausalLM(config)
-model.config._attn_implementation = "sdpa"
-prompt = list(range(1, 9))
-responses = [torch.randint(1, vocab, (length,)).tolist() for _ in range(batch)]
-kib = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-before = kib()
-hidden, tokens, present = response_hidden(model, [prompt] * batch, responses, pad=0, device="cpu")
-logprobs, entropy = token_logprobs(hidden, model.lm_head, tokens, 1.0, chunk, entropy_grad=bool(bonus))
-loss, _ = grpo_loss(logprobs, present.float(), torch.ones(batch), batch * length, entropy, entropy_coef=bonus * 0.01)
-loss.backward()
-print(json.dumps({"before_kib": before, "after_kib": kib()}))
-"""
-
-
 def micro_batch_peak_mib(vocab: int, batch: int, length: int, chunk: int, entropy_bonus: bool) -> float:
-    """Growth of peak RSS (MiB) over one micro-batch's forward + backward, in a fresh process."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "OMP_NUM_THREADS": "1"}
-    args = [str(vocab), str(batch), str(length), str(chunk), str(int(entropy_bonus))]
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(MICRO_BATCH), *args], capture_output=True, text=True, env=env
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    usage = json.loads(done.stdout.strip().splitlines()[-1])
-    return (usage["after_kib"] - usage["before_kib"]) / 1024
+    """Growth of peak RSS (MiB) over one chunked micro-batch, measured by benchmarks/logprob_memory.py's worker."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "logprob_memory.py"
+    spec = importlib.util.spec_from_file_location("logprob_memory", path)
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
+    return benchmark.peak_growth_mib("chunked", vocab, batch, length, chunk, entropy_bonus)
 
 
 def test_micro_batch_peak_memory_does_not_grow_with_vocabulary_times_length():
