@@ -403,19 +403,23 @@ def build(source: Path) -> list[dict]:
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    args = parser.parse_args()
-    rows = build(args.source)
-    with args.out.open("w", encoding="utf-8") as handle:
+def write_checkset(rows: list[dict], out: Path) -> None:
+    with out.open("w", encoding="utf-8") as handle:
         for row in rows:
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
     positives_count = sum(row["expected"] for row in rows)
     print(
-        f"wrote {len(rows)} rows ({positives_count} positive, {len(rows) - positives_count} negative) to {args.out}"
+        f"wrote {len(rows)} rows ({positives_count} positive, {len(rows) - positives_count} negative) to {out}"
     )
+
+
+def main(build_rows=None, default_out: Path = DEFAULT_OUT, description: str = __doc__) -> None:
+    """`--source MATH500 --out FILE`: build the rows (this module's `build`, or another builder's) and write them."""
+    parser = argparse.ArgumentParser(description=description.splitlines()[0])
+    parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
+    parser.add_argument("--out", type=Path, default=default_out)
+    args = parser.parse_args()
+    write_checkset((build_rows or build)(args.source), args.out)
 
 
 if __name__ == "__main__":

@@ -11,20 +11,19 @@ Run: python tests/data/build_math_fidelity_checkset.py [--source PATH] [--out PA
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
+import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_SOURCE = Path("/work/shared/data/math500/test.jsonl")
+sys.path.insert(0, str(HERE))
+import build_math_checkset  # noqa: E402  (the first check set's builder: MATH-500's path, think(), the writer)
+from build_math_checkset import think  # noqa: E402
+
 DEFAULT_OUT = HERE / "math_fidelity_checkset.jsonl"
 INTEGER = re.compile(r"^\d+$")
 SIMPLE_ITEM = re.compile(r"^-?[\d\\a-z{}\s.+/^]+$")
-
-
-def think(answer_part: str) -> str:
-    return f"<think>\nLet me work through the problem step by step.\n</think>\n\n{answer_part}"
 
 
 def bump(answer: str) -> str:
@@ -142,13 +141,7 @@ def build(source: Path) -> list[dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    args = parser.parse_args()
-    rows = build(args.source)
-    args.out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    print(f"wrote {len(rows)} rows to {args.out}")
+    build_math_checkset.main(build, DEFAULT_OUT, __doc__)
 
 
 if __name__ == "__main__":
