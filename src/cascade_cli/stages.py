@@ -99,7 +99,3 @@ def build_openrlhf_jobs(config: Any) -> list[Any]:
     from cascade_cli.engines.openrlhf.jobs import stage_jobs
 
     return stage_jobs(config, openrlhf_builder(config))
-
-
-def known_kinds() -> list[str]:
-    return list(STAGE_KINDS)

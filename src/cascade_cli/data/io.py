@@ -136,13 +136,6 @@ def row_error(row: Any) -> str | None:
     return label_error(domain, row.get("label"))
 
 
-def validate_rows(rows: list[dict[str, Any]], where: str) -> None:
-    for number, row in enumerate(rows, start=1):
-        error = row_error(row)
-        if error:
-            raise CascadeUsageError(f"{where}: row {number}: {error}")
-
-
 def _decode_json_strings(row: dict[str, Any]) -> dict[str, Any]:
     """Parquet and OpenRLHF store nested objects as JSON strings; decode the ones the contract nests."""
     for key in ("label", "messages", "prompt", "chosen", "rejected"):
