@@ -1,0 +1,247 @@
+"""A supervised pool of scoring worker processes for the reward service (serve.py).
+
+Each worker is a spawned process with its own pipe: no lock or queue is shared between workers, so a worker
+killed at any moment (OOM killer, a segfaulting verifier, `kill -9`) takes nothing with it but its own task.
+One supervisor thread per worker takes requests from a shared queue, hands one at a time to its worker and
+waits for the answer, the worker's death, or the request's deadline (`timeout_s`, counted from the first
+hand-off):
+
+- answer: the request gets its rows;
+- deadline: the worker is killed and replaced; the request gets reward-0 rows flagged `verify_timeout`;
+- death: the worker is replaced and the request is retried ONCE on the fresh worker (within what is left of
+  its deadline). A death is usually not the request's fault (a kill, memory pressure elsewhere), so a retry
+  gives the right reward; a request that kills its worker twice gets reward-0 rows flagged `verify_error`
+  with the reason in `details.error`, the existing contract for a record the verifier cannot handle.
+
+A worker that dies while idle is replaced within POLL_S. Every request finishes: the supervisor never waits
+without a bound, and an unexpected error in it becomes reward-0 `verify_error` rows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import queue
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from cascade_cli.reward_protocol import _init_worker, _score_task, failed_results, timeout_results
+from cascade_cli.verifiers.batch import Options, RowResult
+
+POLL_S = 0.5  # how often an idle supervisor checks that its worker is alive
+START_TIMEOUT_S = 120.0  # a fresh worker must import the verifiers within this
+
+
+def _worker_main(conn: Connection, registrations: dict[str, str], options: Options) -> None:
+    _init_worker(registrations)
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            records = conn.recv()
+        except EOFError:  # the service went away
+            return
+        if records is None:
+            return
+        try:
+            conn.send(("ok", _score_task(records, options)))
+        except Exception as error:  # score_records turns record errors into rows; this is anything else
+            conn.send(("error", f"{type(error).__name__}: {error}"))
+
+
+class _Worker:
+    """One worker process and the parent's end of its pipe."""
+
+    def __init__(self, registrations: dict[str, str], options: Options) -> None:
+        context = multiprocessing.get_context("spawn")  # the host may be threaded or hold CUDA state
+        self.conn, child = context.Pipe()
+        self.process = context.Process(
+            target=_worker_main, args=(child, registrations, options), daemon=True, name="cascade-scorer"
+        )
+        self.process.start()
+        child.close()
+        self.ready = False
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process.is_alive()
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        if self.conn in wait([self.conn, self.process.sentinel], timeout_s):
+            with contextlib.suppress(EOFError, OSError):
+                self.ready = self.conn.recv()[0] == "ready"
+        return self.ready
+
+    def run(self, records: list[dict[str, Any]], timeout_s: float) -> tuple[str, Any]:
+        """("ok", rows) | ("error", message) | ("timeout", None) | ("died", exit code)."""
+        try:
+            self.conn.send(records)
+        except (BrokenPipeError, EOFError, OSError):
+            return "died", self._exitcode()
+        ready = wait([self.conn, self.process.sentinel], max(0.0, timeout_s))
+        if self.conn in ready:  # checked first: an answer sent just before dying still counts
+            try:
+                return self.conn.recv()
+            except (EOFError, OSError):
+                return "died", self._exitcode()
+        if ready:
+            return "died", self._exitcode()
+        return "timeout", None
+
+    def _exitcode(self) -> int | None:
+        self.process.join(1.0)
+        return self.process.exitcode
+
+    def stop(self, kill: bool = True) -> None:
+        if kill and self.process.is_alive():
+            self.process.kill()
+        self.process.join(5.0)
+        self.conn.close()
+
+
+@dataclass
+class _Task:
+    records: list[dict[str, Any]]
+    future: Future = field(default_factory=Future)
+
+
+@dataclass
+class PoolStats:
+    restarts: int = 0  # workers started to replace one that died or was killed
+    deaths_in_flight: int = 0  # workers that died holding a request
+    retries: int = 0  # requests retried on a fresh worker after such a death
+    timeouts: int = 0  # requests that ran past their deadline (their worker was killed)
+
+
+class WorkerPool:
+    """`workers` supervised scoring processes; submit() -> Future of RowResults (never raises)."""
+
+    def __init__(
+        self,
+        workers: int = 1,
+        timeout_s: float = 60.0,
+        options: Options | None = None,
+        registrations: dict[str, str] | None = None,
+    ) -> None:
+        self.timeout_s = timeout_s
+        self.options = options or {}
+        self.registrations = dict(registrations or {})
+        self.stats = PoolStats()
+        self._tasks: queue.Queue[_Task | None] = queue.Queue()
+        self._closing = False
+        self._lock = threading.Lock()
+        self._workers: list[_Worker | None] = [None] * max(1, workers)
+        self._threads = [
+            threading.Thread(target=self._supervise, args=(slot,), daemon=True, name=f"cascade-scorer-{slot}")
+            for slot in range(len(self._workers))
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    # ---- the public side (event loop / request threads) ----
+
+    def submit(self, records: list[dict[str, Any]]) -> Future:
+        task = _Task(records)
+        if self._closing:
+            task.future.set_result(failed_results(len(records), "the reward service is shutting down"))
+        else:
+            self._tasks.put(task)
+        return task.future
+
+    def collect(self, future: Future, count: int) -> list[RowResult]:
+        return future.result()
+
+    def score(self, records: list[dict[str, Any]]) -> list[RowResult]:
+        return self.submit(records).result()
+
+    def worker_pids(self) -> list[int]:
+        with self._lock:
+            return [w.pid for w in self._workers if w is not None and w.pid is not None and w.alive()]
+
+    def close(self) -> None:
+        self._closing = True
+        for _ in self._threads:
+            self._tasks.put(None)
+        for thread in self._threads:
+            thread.join(10.0)
+        while True:  # requests still queued: answer them rather than leave them waiting
+            try:
+                task = self._tasks.get_nowait()
+            except queue.Empty:
+                break
+            if task is not None and task.future.set_running_or_notify_cancel():
+                task.future.set_result(failed_results(len(task.records), "the reward service is shutting down"))
+        for slot, worker in enumerate(self._workers):
+            if worker is not None:
+                worker.stop()
+                self._workers[slot] = None
+
+    # ---- one supervisor thread per worker ----
+
+    def _supervise(self, slot: int) -> None:
+        self._start(slot, replacing=False)
+        while True:
+            try:
+                task = self._tasks.get(timeout=POLL_S)
+            except queue.Empty:
+                worker = self._workers[slot]
+                if not self._closing and worker is not None and worker.ready and not worker.alive():
+                    self._start(slot, replacing=True)  # died idle (killed): replace it now
+                continue
+            if task is None:
+                return
+            if not task.future.set_running_or_notify_cancel():
+                continue
+            try:
+                results = self._run(slot, task.records)
+            except Exception as error:  # a bug here must not leave a request waiting forever
+                results = failed_results(len(task.records), f"scoring failed: {type(error).__name__}: {error}")
+            task.future.set_result(results)
+
+    def _start(self, slot: int, replacing: bool) -> _Worker | None:
+        old = self._workers[slot]
+        if old is not None:
+            old.stop()
+        worker = _Worker(self.registrations, self.options)
+        with self._lock:
+            self._workers[slot] = worker
+            self.stats.restarts += replacing
+        return worker if worker.wait_ready(START_TIMEOUT_S) else None
+
+    def _run(self, slot: int, records: list[dict[str, Any]]) -> list[RowResult]:
+        count = len(records)
+        worker = self._workers[slot]
+        if worker is None or not worker.ready or not worker.alive():
+            worker = self._start(slot, replacing=worker is not None and worker.ready)
+            if worker is None:
+                return failed_results(count, "verification failed: a scoring worker did not start")
+        deadline = time.monotonic() + self.timeout_s
+        for attempt in (1, 2):
+            status, value = worker.run(records, deadline - time.monotonic())
+            if status == "ok":
+                return [RowResult(**row) for row in value]
+            if status == "error":
+                return failed_results(count, f"verification failed: {value}")
+            replacement = self._start(slot, replacing=True)
+            if status == "timeout":
+                with self._lock:
+                    self.stats.timeouts += 1
+                return timeout_results(count, self.timeout_s)
+            with self._lock:
+                self.stats.deaths_in_flight += 1
+                self.stats.retries += attempt == 1
+            if replacement is None:
+                return failed_results(count, "verification failed: the scoring worker died and none restarted")
+            if time.monotonic() >= deadline:
+                return timeout_results(count, self.timeout_s)
+            worker = replacement
+        return failed_results(
+            count, f"verification failed: the scoring worker died twice on this request (exit code {value})"
+        )
