@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from cascade_cli import verifiers
 from cascade_cli.chat import render_prompt
 from cascade_cli.reward_protocol import recover_response
-from cascade_cli.serve import RewardService, create_app, start_site
+from cascade_cli.serve import Guard, RewardService, create_app, start_site
 from cascade_cli.verifiers.swe import preimage_from_patch
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -45,6 +45,7 @@ class LiveService:
         timeout_s: float = 30.0,
         domain: str | None = None,
         options: dict | None = None,
+        guard: Guard | None = None,
     ) -> None:
         verifiers.register("echo", echo_verifier.TARGET)
         self.service = RewardService(
@@ -56,7 +57,7 @@ class LiveService:
         def serve() -> None:
             asyncio.set_event_loop(self.loop)
             self.runner, self.port = self.loop.run_until_complete(
-                start_site(create_app(self.service), "127.0.0.1", 0)
+                start_site(create_app(self.service, guard), "127.0.0.1", 0)
             )
             started.set()
             self.loop.run_forever()
@@ -66,18 +67,20 @@ class LiveService:
         assert started.wait(30)
         self.url = f"http://127.0.0.1:{self.port}/get_reward"
 
-    def post(self, body: bytes | dict, path: str = "/get_reward") -> tuple[int, dict]:
+    def post(self, body: bytes | dict, path: str = "/get_reward", headers: dict | None = None) -> tuple[int, dict]:
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
         request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", data=data, method="POST")
         request.add_header("Content-Type", "application/json")
+        for name, value in (headers or {}).items():
+            request.add_header(name, value)
         try:
             with urllib.request.urlopen(request, timeout=60) as answer:
                 return answer.status, json.loads(answer.read())
         except urllib.error.HTTPError as error:
             return error.code, json.loads(error.read())
 
-    def health(self) -> dict:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=30) as answer:
+    def health(self, path: str = "/health") -> dict:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=30) as answer:
             return json.loads(answer.read())
 
     def close(self) -> None:

@@ -51,6 +51,20 @@ def verify_command(
     ] = False,
     host: Annotated[str, typer.Option("--host", help="--serve: address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="--serve: port (0 picks a free one).")] = 5000,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token", envvar="CASCADE_REWARD_TOKEN", show_envvar=True,
+            help="--serve: shared token every request must carry (URL path segment, ?token= or Bearer header); "
+            "required when --host is not loopback (prefer the variable: a flag shows in ps).",
+        ),
+    ] = None,
+    max_body_mb: Annotated[
+        float, typer.Option("--max-body-mb", min=0.001, help="--serve: largest request body (MiB) before 413.")
+    ] = 512.0,
+    max_samples: Annotated[
+        int, typer.Option("--max-samples", min=1, help="--serve: most samples in one request before 413.")
+    ] = 1024,
     timeout: Annotated[
         float, typer.Option("--timeout", min=0.1, help="--serve / reward_func: seconds per request before reward 0.")
     ] = 60.0,
@@ -68,6 +82,9 @@ def verify_command(
     Example: [bold]cascade verify --serve --port 5000 --workers 4[/]  (then OpenRLHF
     --reward.remote_url http://HOST:5000/get_reward)
 
+    Example: [bold]export CASCADE_REWARD_TOKEN=$(openssl rand -hex 24); cascade verify --serve --host 0.0.0.0[/]
+    (then --reward.remote_url http://HOST:5000/$CASCADE_REWARD_TOKEN/get_reward)
+
     Example: [bold]cascade verify --export-reward-func reward.py[/]  (then --reward.remote_url reward.py)
     """
     from cascade_cli import reward_func, scoring
@@ -83,7 +100,10 @@ def verify_command(
     if serve:
         from cascade_cli.serve import run_server
 
-        run_server(host=host, port=port, workers=workers or 1, timeout_s=timeout, domain=domain, options=options)
+        run_server(
+            host=host, port=port, token=token, max_body_bytes=int(max_body_mb * 1024 * 1024),
+            max_samples=max_samples, workers=workers or 1, timeout_s=timeout, domain=domain, options=options,
+        )
         return
     if input is None:
         raise CascadeUsageError("--input is required (a JSONL file of rollout records), unless --serve is given")
