@@ -34,7 +34,9 @@ from cascade_cli.reward_protocol import _init_worker, _score_task, failed_result
 from cascade_cli.verifiers.batch import Options, RowResult
 
 POLL_S = 0.5  # how often an idle supervisor checks that its worker is alive
+RESTART_BACKOFF_S = 5.0  # a worker that died before it was ready (a broken install) is retried this often
 START_TIMEOUT_S = 120.0  # a fresh worker must import the verifiers within this
+SHUTTING_DOWN = "the reward service is shutting down"
 
 
 def _worker_main(conn: Connection, registrations: dict[str, str], options: Options) -> None:
@@ -64,6 +66,7 @@ class _Worker:
         )
         self.process.start()
         child.close()
+        self.started = time.monotonic()
         self.ready = False
 
     @property
@@ -150,7 +153,7 @@ class WorkerPool:
     def submit(self, records: list[dict[str, Any]]) -> Future:
         task = _Task(records)
         if self._closing:
-            task.future.set_result(failed_results(len(records), "the reward service is shutting down"))
+            task.future.set_result(failed_results(len(records), SHUTTING_DOWN))
         else:
             self._tasks.put(task)
         return task.future
@@ -162,8 +165,10 @@ class WorkerPool:
         return self.submit(records).result()
 
     def worker_pids(self) -> list[int]:
+        """The pids of the workers that are up and serving."""
         with self._lock:
-            return [w.pid for w in self._workers if w is not None and w.pid is not None and w.alive()]
+            workers = [w for w in self._workers if w is not None]
+        return [w.pid for w in workers if w.ready and w.pid is not None and w.alive()]
 
     def close(self) -> None:
         self._closing = True
@@ -177,7 +182,7 @@ class WorkerPool:
             except queue.Empty:
                 break
             if task is not None and task.future.set_running_or_notify_cancel():
-                task.future.set_result(failed_results(len(task.records), "the reward service is shutting down"))
+                task.future.set_result(failed_results(len(task.records), SHUTTING_DOWN))
         for slot, worker in enumerate(self._workers):
             if worker is not None:
                 worker.stop()
@@ -192,12 +197,17 @@ class WorkerPool:
                 task = self._tasks.get(timeout=POLL_S)
             except queue.Empty:
                 worker = self._workers[slot]
-                if not self._closing and worker is not None and worker.ready and not worker.alive():
-                    self._start(slot, replacing=True)  # died idle (killed): replace it now
+                if self._closing or worker is None or worker.alive():
+                    continue
+                if worker.ready or time.monotonic() - worker.started > RESTART_BACKOFF_S:
+                    self._start(slot, replacing=True)  # died idle (killed) or while starting: replace it
                 continue
             if task is None:
                 return
             if not task.future.set_running_or_notify_cancel():
+                continue
+            if self._closing:
+                task.future.set_result(failed_results(len(task.records), SHUTTING_DOWN))
                 continue
             try:
                 results = self._run(slot, task.records)
