@@ -8,10 +8,11 @@ hand-off):
 
 - answer: the request gets its rows;
 - deadline: the worker is killed and replaced; the request gets reward-0 rows flagged `verify_timeout`;
-- death: the worker is replaced and the request is retried ONCE on the fresh worker (within what is left of
-  its deadline). A death is usually not the request's fault (a kill, memory pressure elsewhere), so a retry
-  gives the right reward; a request that kills its worker twice gets reward-0 rows flagged `verify_error`
-  with the reason in `details.error`, the existing contract for a record the verifier cannot handle.
+- death: the worker is replaced and the request is retried ONCE, ahead of new requests, by the first free
+  worker (within what is left of its deadline). A death is usually not the request's fault (a kill, memory
+  pressure elsewhere), so a retry gives the right reward; a request that kills its worker twice gets reward-0
+  rows flagged `verify_error` with the reason in `details.error`, the existing contract for a record the
+  verifier cannot handle.
 
 A worker that dies while idle is replaced within POLL_S. Every request finishes: the supervisor never waits
 without a bound, and an unexpected error in it becomes reward-0 `verify_error` rows.
@@ -20,6 +21,7 @@ without a bound, and an unexpected error in it becomes reward-0 `verify_error` r
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing
 import os
 import queue
@@ -32,6 +34,8 @@ from typing import Any
 
 from cascade_cli.reward_protocol import _init_worker, _score_task, failed_results, timeout_results
 from cascade_cli.verifiers.batch import Options, RowResult
+
+log = logging.getLogger("cascade.serve")
 
 POLL_S = 0.5  # how often an idle supervisor checks that its worker is alive
 RESTART_BACKOFF_S = 5.0  # a worker that died before it was ready (a broken install) is retried this often
@@ -113,6 +117,12 @@ class _Worker:
 class _Task:
     records: list[dict[str, Any]]
     future: Future = field(default_factory=Future)
+    deadline: float | None = None  # set when a worker first takes it
+    deaths: int = 0  # workers that died holding it
+
+
+_WAKE = object()  # put on the queue so that an idle supervisor looks at the retry queue now
+_STOP = object()
 
 
 @dataclass
@@ -137,7 +147,8 @@ class WorkerPool:
         self.options = options or {}
         self.registrations = dict(registrations or {})
         self.stats = PoolStats()
-        self._tasks: queue.Queue[_Task | None] = queue.Queue()
+        self._tasks: queue.Queue[Any] = queue.Queue()  # _Task, _WAKE or _STOP
+        self._retries: queue.Queue[_Task] = queue.Queue()
         self._closing = False
         self._lock = threading.Lock()
         self._workers: list[_Worker | None] = [None] * max(1, workers)
@@ -173,16 +184,14 @@ class WorkerPool:
     def close(self) -> None:
         self._closing = True
         for _ in self._threads:
-            self._tasks.put(None)
+            self._tasks.put(_STOP)
         for thread in self._threads:
             thread.join(10.0)
-        while True:  # requests still queued: answer them rather than leave them waiting
-            try:
-                task = self._tasks.get_nowait()
-            except queue.Empty:
-                break
-            if task is not None and task.future.set_running_or_notify_cancel():
-                task.future.set_result(failed_results(len(task.records), SHUTTING_DOWN))
+        for waiting in (self._retries, self._tasks):  # still queued: answer them rather than leave them waiting
+            while not waiting.empty():
+                task = waiting.get_nowait()
+                if isinstance(task, _Task) and (task.deaths or task.future.set_running_or_notify_cancel()):
+                    task.future.set_result(failed_results(len(task.records), SHUTTING_DOWN))
         for slot, worker in enumerate(self._workers):
             if worker is not None:
                 worker.stop()
@@ -190,68 +199,95 @@ class WorkerPool:
 
     # ---- one supervisor thread per worker ----
 
+    def _next(self) -> Any:
+        """A retry first (the request already waited), else the next request; None when idle for POLL_S."""
+        try:
+            return self._retries.get_nowait()
+        except queue.Empty:
+            pass
+        try:
+            return self._tasks.get(timeout=POLL_S)
+        except queue.Empty:
+            return None
+
     def _supervise(self, slot: int) -> None:
         self._start(slot, replacing=False)
         while True:
-            try:
-                task = self._tasks.get(timeout=POLL_S)
-            except queue.Empty:
+            task = self._next()
+            if task is _STOP:
+                return
+            if task is None or task is _WAKE:
                 worker = self._workers[slot]
                 if self._closing or worker is None or worker.alive():
                     continue
                 if worker.ready or time.monotonic() - worker.started > RESTART_BACKOFF_S:
                     self._start(slot, replacing=True)  # died idle (killed) or while starting: replace it
                 continue
-            if task is None:
-                return
-            if not task.future.set_running_or_notify_cancel():
-                continue
+            if not task.deaths and not task.future.set_running_or_notify_cancel():
+                continue  # cancelled while queued
             if self._closing:
                 task.future.set_result(failed_results(len(task.records), SHUTTING_DOWN))
                 continue
             try:
-                results = self._run(slot, task.records)
+                results = self._run(slot, task)
             except Exception as error:  # a bug here must not leave a request waiting forever
                 results = failed_results(len(task.records), f"scoring failed: {type(error).__name__}: {error}")
-            task.future.set_result(results)
+            if results is not None:
+                task.future.set_result(results)
 
     def _start(self, slot: int, replacing: bool) -> _Worker | None:
         old = self._workers[slot]
         if old is not None:
             old.stop()
+        if self._closing:
+            return None
+        started = time.perf_counter()
         worker = _Worker(self.registrations, self.options)
         with self._lock:
             self._workers[slot] = worker
             self.stats.restarts += replacing
-        return worker if worker.wait_ready(START_TIMEOUT_S) else None
+        ready = worker.wait_ready(START_TIMEOUT_S)
+        if replacing:
+            log.warning(
+                "scoring worker %d: pid %s (exit code %s) replaced by pid %s, %s in %.2f s", slot,
+                old.pid if old else None, old.process.exitcode if old else None, worker.pid,
+                "ready" if ready else "NOT ready", time.perf_counter() - started,
+            )
+        return worker if ready else None
 
-    def _run(self, slot: int, records: list[dict[str, Any]]) -> list[RowResult]:
-        count = len(records)
+    def _run(self, slot: int, task: _Task) -> list[RowResult] | None:
+        """The task's rows; None when it went back on the retry queue (its worker died under it)."""
+        count = len(task.records)
         worker = self._workers[slot]
         if worker is None or not worker.ready or not worker.alive():
             worker = self._start(slot, replacing=worker is not None and worker.ready)
             if worker is None:
                 return failed_results(count, "verification failed: a scoring worker did not start")
-        deadline = time.monotonic() + self.timeout_s
-        for attempt in (1, 2):
-            status, value = worker.run(records, deadline - time.monotonic())
-            if status == "ok":
-                return [RowResult(**row) for row in value]
-            if status == "error":
-                return failed_results(count, f"verification failed: {value}")
-            replacement = self._start(slot, replacing=True)
-            if status == "timeout":
-                with self._lock:
-                    self.stats.timeouts += 1
-                return timeout_results(count, self.timeout_s)
+        if task.deadline is None:
+            task.deadline = time.monotonic() + self.timeout_s
+        status, value = worker.run(task.records, task.deadline - time.monotonic())
+        if status == "ok":
+            return [RowResult(**row) for row in value]
+        if status == "error":
+            return failed_results(count, f"verification failed: {value}")
+        if status == "timeout":
             with self._lock:
-                self.stats.deaths_in_flight += 1
-                self.stats.retries += attempt == 1
-            if replacement is None:
-                return failed_results(count, "verification failed: the scoring worker died and none restarted")
-            if time.monotonic() >= deadline:
-                return timeout_results(count, self.timeout_s)
-            worker = replacement
+                self.stats.timeouts += 1
+            self._start(slot, replacing=True)
+            return timeout_results(count, self.timeout_s)
+        task.deaths += 1
+        retry = task.deaths == 1 and time.monotonic() < task.deadline and not self._closing
+        with self._lock:
+            self.stats.deaths_in_flight += 1
+            self.stats.retries += retry
+        if retry:  # the first free worker takes it while this one restarts
+            self._retries.put(task)
+            self._tasks.put(_WAKE)
+            self._start(slot, replacing=True)
+            return None
+        self._start(slot, replacing=True)
+        if task.deaths == 1:
+            return timeout_results(count, self.timeout_s)
         return failed_results(
             count, f"verification failed: the scoring worker died twice on this request (exit code {value})"
         )
