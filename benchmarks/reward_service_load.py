@@ -3,7 +3,7 @@
 Requests of one sample each, as OpenRLHF 0.11.2 sends them, from C concurrent clients (default 256) on
 loopback, against a token-protected service (the token in the URL path, as `--reward.remote_url` carries
 it). Meanwhile a killer SIGKILLs a random serving worker (pids from /health) at random intervals, K times
-(default 24). The load runs until the kills are done and at least N requests (default 4,000) have been
+(default 24, every 2.5 s on average). The load runs until the kills are done and at least N requests (default 3,000) have been
 answered, or --max-seconds. Every request must end in the right reward or an explicit error; none may hang
 past the client timeout (--client-timeout, default 90 s; the service's own deadline is --timeout 30 s).
 
@@ -12,8 +12,8 @@ Prints: requests, errors by kind (`worker_died_twice`, `verify_timeout`: 200 rep
 in-process verifier's, which must be 0), p50/p99/max latency, requests/s, kills, workers restarted (the
 service's /health), the ratio to in-process scoring of the same records, and PASS / FAIL.
 
-    PYTHONPATH=src python benchmarks/reward_service_load.py [--domain math|swe] [--requests 4000]
-        [--concurrency 256] [--workers 2] [--kills 24] [--max-seconds 100]
+    PYTHONPATH=src python benchmarks/reward_service_load.py [--domain math|swe] [--requests 3000]
+        [--concurrency 256] [--workers 2] [--kills 24] [--kill-every-s 2.5] [--max-seconds 100]
 
 `--kills 0` is the plain load test. Domain `math` uses MATH-500 reference answers (half boxed correctly,
 half wrong); when the math verifier is not installed the default falls back to `swe` (the 50 SWE-bench
@@ -207,11 +207,11 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--domain", choices=["math", "swe"], default=None)
-    parser.add_argument("--requests", type=int, default=4_000, help="at least this many answered requests")
+    parser.add_argument("--requests", type=int, default=3_000, help="at least this many answered requests")
     parser.add_argument("--concurrency", type=int, default=256)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--kills", type=int, default=24, help="SIGKILLs of serving workers during the load")
-    parser.add_argument("--kill-every-s", type=float, default=1.5, help="mean seconds between kills")
+    parser.add_argument("--kill-every-s", type=float, default=2.5, help="mean seconds between kills")
     parser.add_argument("--timeout", type=float, default=30, help="the service's per-request deadline")
     parser.add_argument("--client-timeout", type=float, default=90, help="a request past this has hung")
     parser.add_argument("--max-seconds", type=float, default=100)

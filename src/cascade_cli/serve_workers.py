@@ -41,10 +41,18 @@ POLL_S = 0.5  # how often an idle supervisor checks that its worker is alive
 RESTART_BACKOFF_S = 5.0  # a worker that died before it was ready (a broken install) is retried this often
 START_TIMEOUT_S = 120.0  # a fresh worker must import the verifiers within this
 SHUTTING_DOWN = "the reward service is shutting down"
+# Scored before a worker says it is ready: the math verifier loads math-verify, sympy and its LaTeX parser on
+# the first answer it cannot settle itself (2+ s on a loaded machine), which a replacement worker would
+# otherwise spend on a request while the other workers' queues grow.
+WARM_RECORDS = [
+    {"id": "warm", "prompt": "", "response": "\\boxed{\\sqrt{x}/2}", "label": {"answer": "\\frac{\\sqrt{x}}{2}"}, "domain": "math"},
+]
 
 
 def _worker_main(conn: Connection, registrations: dict[str, str], options: Options) -> None:
     _init_worker(registrations)
+    with contextlib.suppress(Exception):  # a domain that is not installed scores an error row: fine here
+        _score_task(WARM_RECORDS, options)
     conn.send(("ready", os.getpid()))
     while True:
         try:
