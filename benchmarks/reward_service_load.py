@@ -3,12 +3,13 @@
 Requests of one sample each, as OpenRLHF 0.11.2 sends them, from C concurrent clients (default 256) on
 loopback, against a token-protected service (the token in the URL path, as `--reward.remote_url` carries
 it). Meanwhile a killer SIGKILLs a random serving worker (pids from /health) at random intervals, K times
-(default 24, every 2.5 s on average). The load runs until the kills are done and at least N requests (default 3,000) have been
-answered, or --max-seconds. Every request must end in the right reward or an explicit error; none may hang
-past the client timeout (--client-timeout, default 90 s; the service's own deadline is --timeout 30 s).
+(default 24, every 2.5 s on average). The load runs until the kills are done and at least N requests
+(default 3,000) have been answered, or --max-seconds. Every request must end in the right reward or an
+explicit error; none may hang past the client timeout (--client-timeout, default 90 s; the service's own
+deadline is --timeout 30 s).
 
-Prints: requests, errors by kind (`worker_died_twice`, `verify_timeout`: 200 replies flagged
-`verify_error`; `http_<status>`, `connection`, `hung`; `wrong_reward`: a 200 reward that differs from the
+Prints: requests, errors by kind (`worker_died_twice`, `verify_timeout`: 200 replies with reward 0 and
+the flag in extra_logs; `http_<status>`, `connection`, `hung`; `wrong_reward`: a 200 reward that differs from the
 in-process verifier's, which must be 0), p50/p99/max latency, requests/s, kills, workers restarted (the
 service's /health), the ratio to in-process scoring of the same records, and PASS / FAIL.
 

@@ -216,3 +216,55 @@ def test_cli_with_the_token_from_the_environment_masks_it_everywhere():
     assert TOKEN not in output and WRONG not in output
     assert re.search(r"POST /\*\*\*/get_reward 200 n=1 domain=swe mean_reward=1\.0000", output), output
     assert len(re.findall(r"refused POST 401 from 127\.0\.0\.1", output)) == 2, output
+
+
+def test_token_reference_in_reward_urls():
+    from cascade_cli.serve_auth import url_with_token_ref
+
+    ref = "$CASCADE_REWARD_TOKEN"
+    assert url_with_token_ref("http://h:5000/get_reward", None) == "http://h:5000/get_reward"
+    assert url_with_token_ref("http://h:5000/get_reward", TOKEN) == f"http://h:5000/{ref}/get_reward"
+    assert url_with_token_ref("https://h/x/get_reward?a=1", TOKEN) == f"https://h/{ref}/x/get_reward?a=1"
+    assert url_with_token_ref("http://h:5000", TOKEN) == f"http://h:5000/{ref}"
+    assert url_with_token_ref(f"http://h:5000/{TOKEN}/get_reward", TOKEN) == f"http://h:5000/{ref}/get_reward"
+    for kept in (f"http://h:5000/{ref}/get_reward", "http://h:5000/get_reward?token=x"):
+        assert url_with_token_ref(kept, TOKEN) == kept
+
+
+def test_printed_plan_carries_the_reference_and_the_expanded_url_reaches_the_service(
+    guarded, cli, tmp_path, monkeypatch
+):
+    """`--engine openrlhf --dry-run` prints `$CASCADE_REWARD_TOKEN`, never the literal; at submission
+    expand_token_ref puts the value in, and OpenRLHF's client gets rewards through that URL."""
+    import shlex
+
+    from openrlhf.utils.agent import SingleTurnAgentExecutor
+
+    from cascade_cli.engines.openrlhf.jobs import remote_reward
+    from cascade_cli.serve_auth import expand_token_ref
+
+    monkeypatch.setenv("CASCADE_REWARD_TOKEN", TOKEN)
+    reward_file = tmp_path / "reward.py"
+    assert remote_reward(["http://10.0.0.5:5000/get_reward", str(reward_file)]) == [
+        "--reward.remote_url", f"http://10.0.0.5:5000/$CASCADE_REWARD_TOKEN/get_reward,{reward_file}"
+    ]
+    result = cli(
+        [
+            "rlvr", "--domain", "math", "--init", "Qwen/Qwen3-8B-Base", "--data", tmp_path / "m.jsonl",
+            "--out", tmp_path / "math_rl", "--engine", "openrlhf", "--dry-run",
+            f"cluster.reward_urls=[http://127.0.0.1:{guarded.port}/get_reward]",
+        ]
+    )
+    assert result.exit_code == 0, result.output
+    assert TOKEN not in result.output
+    submit = shlex.split(next(line for line in result.stdout.splitlines() if line.startswith("ray job submit")))
+    url = submit[submit.index("--reward.remote_url") + 1]
+    assert url == f"http://127.0.0.1:{guarded.port}/$CASCADE_REWARD_TOKEN/get_reward"
+    (expanded,) = expand_token_ref([url])
+    (output,) = run_executor(
+        SingleTurnAgentExecutor(expanded), [(chat_prompt("say yes"), echo_label("yes"), "yes<|im_end|>")]
+    )
+    assert output["reward"] == 1.0
+    monkeypatch.delenv("CASCADE_REWARD_TOKEN")
+    with pytest.raises(Exception, match="CASCADE_REWARD_TOKEN is not set here"):
+        expand_token_ref([url])

@@ -18,6 +18,7 @@ import ipaddress
 import logging
 import os
 import re
+from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from cascade_cli.errors import CascadeUsageError
 
@@ -88,6 +89,34 @@ def authorized(token: str | None, path: str, query_token: str | None, authorizat
     # Evaluate all three (no short-circuit), so the time taken does not say which one was tried.
     found = [split_token_path(path, token)[0], _same(query_token, token), _same(bearer, token)]
     return any(found)
+
+
+def url_with_token_ref(url: str, token: str | None) -> str:
+    """`url` with the token as its first path segment, written as the reference `$CASCADE_REWARD_TOKEN`
+    (plans are printed and manifests written: never the literal). Unchanged without a token, or when the URL
+    already carries one (the reference, or ?token=); a literal copy of `token` becomes the reference."""
+    if not token:
+        return url
+    if token in url:
+        return url.replace(token, TOKEN_REF)
+    parts = urlsplit(url)
+    if TOKEN_REF in url or "token" in parse_qs(parts.query):
+        return url
+    return urlunsplit(parts._replace(path=f"/{TOKEN_REF}{parts.path}"))
+
+
+def expand_token_ref(argv: list[str]) -> list[str]:
+    """`argv` with `$CASCADE_REWARD_TOKEN` replaced by the variable's value, for the moment a job is handed to
+    the cluster (Ray quotes every argument, so its shell would not expand the reference)."""
+    if not any(TOKEN_REF in arg for arg in argv):
+        return argv
+    token = os.environ.get(TOKEN_ENV)
+    if not token:
+        raise CascadeUsageError(
+            f"--reward.remote_url carries {TOKEN_REF}, but {TOKEN_ENV} is not set here; export the reward "
+            "service's token before submitting"
+        )
+    return [arg.replace(TOKEN_REF, token) for arg in argv]
 
 
 def masked_url(host: str, port: int, token: str | None, route: str = "/get_reward") -> str:

@@ -21,6 +21,7 @@ filesystem that holds runs/ and the data.
 from __future__ import annotations
 
 import math
+import os
 import re
 import shlex
 from collections.abc import Callable
@@ -37,6 +38,7 @@ from cascade_cli.config.sft import SFTConfig
 from cascade_cli.engines.openrlhf.cluster import role_layout, submit_prefix
 from cascade_cli.engines.openrlhf.validate import check_cluster, check_rl_cluster, validate_args
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.serve_auth import TOKEN_ENV, url_with_token_ref
 from cascade_cli.tiny import default_cache_dir, is_tiny_spec, tiny_seed
 
 DATA_DIR = "openrlhf_data"
@@ -182,11 +184,14 @@ def reward_model_jobs(config: RewardModelConfig) -> list[OpenRLHFJob]:
 
 
 def remote_reward(cluster_urls: list[str]) -> list[str]:
-    """`--reward.remote_url`: the reward service URLs and/or the reward_func file (absolute)."""
+    """`--reward.remote_url`: the reward service URLs and/or the reward_func file (absolute). With
+    CASCADE_REWARD_TOKEN set, each service URL carries the token as its first path segment, written as
+    `$CASCADE_REWARD_TOKEN` (serve_auth.expand_token_ref puts the value in at submission)."""
+    token = os.environ.get(TOKEN_ENV) or None
     resolved = []
     for url in map(str, cluster_urls):
         if url.startswith(("http://", "https://")):
-            resolved.append(url)
+            resolved.append(url_with_token_ref(url, token))
         elif url.endswith(".py"):
             resolved.append(str(Path(url).expanduser().resolve()))
         else:
