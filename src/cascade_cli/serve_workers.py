@@ -32,7 +32,13 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from cascade_cli.reward_protocol import _init_worker, _score_task, failed_results, timeout_results
+from cascade_cli.reward_protocol import (
+    VerifierPool,
+    _init_worker,
+    _score_task,
+    failed_results,
+    timeout_results,
+)
 from cascade_cli.verifiers.batch import Options, RowResult
 
 log = logging.getLogger("cascade.serve")
@@ -141,28 +147,20 @@ class PoolStats:
     timeouts: int = 0  # requests that ran past their deadline (their worker was killed)
 
 
-class WorkerPool:
-    """`workers` supervised scoring processes; submit() -> Future of RowResults (never raises)."""
+class WorkerPool(VerifierPool):
+    """VerifierPool's interface and constructor (workers, timeout_s, options, registrations) over supervised
+    worker processes instead of pebble's pool; submit() -> a Future of RowResults that always completes."""
 
-    def __init__(
-        self,
-        workers: int = 1,
-        timeout_s: float = 60.0,
-        options: Options | None = None,
-        registrations: dict[str, str] | None = None,
-    ) -> None:
-        self.timeout_s = timeout_s
-        self.options = options or {}
-        self.registrations = dict(registrations or {})
+    def _new_pool(self) -> None:
         self.stats = PoolStats()
         self._tasks: queue.Queue[Any] = queue.Queue()  # _Task, _WAKE or _STOP
         self._retries: queue.Queue[_Task] = queue.Queue()
         self._closing = False
         self._lock = threading.Lock()
-        self._workers: list[_Worker | None] = [None] * max(1, workers)
+        self._workers: list[_Worker | None] = [None] * self.workers
         self._threads = [
             threading.Thread(target=self._supervise, args=(slot,), daemon=True, name=f"cascade-scorer-{slot}")
-            for slot in range(len(self._workers))
+            for slot in range(self.workers)
         ]
         for thread in self._threads:
             thread.start()
