@@ -51,7 +51,13 @@ SHUTTING_DOWN = "the reward service is shutting down"
 # the first answer it cannot settle itself (2+ s on a loaded machine), which a replacement worker would
 # otherwise spend on a request while the other workers' queues grow.
 WARM_RECORDS = [
-    {"id": "warm", "prompt": "", "response": "\\boxed{\\sqrt{x}/2}", "label": {"answer": "\\frac{\\sqrt{x}}{2}"}, "domain": "math"},
+    {
+        "id": "warm",
+        "prompt": "",
+        "response": "\\boxed{\\sqrt{x}/2}",
+        "label": {"answer": "\\frac{\\sqrt{x}}{2}"},
+        "domain": "math",
+    },
 ]
 
 
@@ -120,8 +126,8 @@ class _Worker:
         self.process.join(1.0)
         return self.process.exitcode
 
-    def stop(self, kill: bool = True) -> None:
-        if kill and self.process.is_alive():
+    def stop(self) -> None:
+        if self.process.is_alive():
             self.process.kill()
         self.process.join(5.0)
         self.conn.close()
