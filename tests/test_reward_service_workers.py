@@ -46,13 +46,14 @@ def test_a_worker_killed_mid_request_is_replaced_and_the_request_retried(one_wor
     def slow_request() -> None:
         start = time.perf_counter()
         answer["reply"] = one_worker.post(
-            {"query": ["yes"], "prompts": [""], "labels": [echo_label("yes", sleep_s=1.5)], "return_details": True}
+            {"query": ["yes"], "prompts": [""], "labels": [echo_label("yes", sleep_s=2.0)], "return_details": True}
         )
         answer["seconds"] = time.perf_counter() - start
 
     thread = threading.Thread(target=slow_request)
     thread.start()
-    time.sleep(0.7)  # the worker is inside the verifier's sleep
+    wait_for(lambda: one_worker.service.pool._tasks.empty() and one_worker.service.requests >= 2)
+    time.sleep(0.5)  # taken from the queue and handed to the worker: it is inside the verifier's sleep
     os.kill(pid, signal.SIGKILL)
     thread.join(60)
     status, reply = answer["reply"]
