@@ -234,10 +234,9 @@ def test_token_reference_in_reward_urls():
 def test_printed_plan_carries_the_reference_and_the_expanded_url_reaches_the_service(
     guarded, cli, tmp_path, monkeypatch
 ):
-    """`--engine openrlhf --dry-run` prints `$CASCADE_REWARD_TOKEN`, never the literal; at submission
-    expand_token_ref puts the value in, and OpenRLHF's client gets rewards through that URL."""
-    import shlex
-
+    """`--engine openrlhf --dry-run` prints a `${CASCADE_REWARD_TOKEN}` reference, never the literal; the
+    shell running the printed plan (or expand_token_ref, for a direct submission) puts the value in, and
+    OpenRLHF's client gets rewards through that URL."""
     from openrlhf.utils.agent import SingleTurnAgentExecutor
 
     from cascade_cli.engines.openrlhf.jobs import remote_reward
@@ -257,12 +256,20 @@ def test_printed_plan_carries_the_reference_and_the_expanded_url_reaches_the_ser
     )
     assert result.exit_code == 0, result.output
     assert TOKEN not in result.output
-    submit = shlex.split(next(line for line in result.stdout.splitlines() if line.startswith("ray job submit")))
-    url = submit[submit.index("--reward.remote_url") + 1]
+    line = next(line for line in result.stdout.splitlines() if line.startswith("ray job submit"))
+    assert f'--reward.remote_url http://127.0.0.1:{guarded.port}/"${{CASCADE_REWARD_TOKEN}}"/get_reward ' in line
+    # The printed line, run by a shell with the variable set, hands ray the URL with the token in it ...
+    words = subprocess.run(
+        ["bash", "-c", "printf '%s\\n' " + line.split(" -- ", 1)[1]], capture_output=True, text=True,
+        env={"PATH": os.environ["PATH"], "CASCADE_REWARD_TOKEN": TOKEN}, check=True,
+    ).stdout.splitlines()
+    shell_url = words[words.index("--reward.remote_url") + 1]
+    # ... the same URL as expand_token_ref makes from the job's argv (for direct submission).
+    _, url = remote_reward([f"http://127.0.0.1:{guarded.port}/get_reward"])
     assert url == f"http://127.0.0.1:{guarded.port}/$CASCADE_REWARD_TOKEN/get_reward"
-    (expanded,) = expand_token_ref([url])
+    assert expand_token_ref([url]) == [shell_url] == [f"http://127.0.0.1:{guarded.port}/{TOKEN}/get_reward"]
     (output,) = run_executor(
-        SingleTurnAgentExecutor(expanded), [(chat_prompt("say yes"), echo_label("yes"), "yes<|im_end|>")]
+        SingleTurnAgentExecutor(shell_url), [(chat_prompt("say yes"), echo_label("yes"), "yes<|im_end|>")]
     )
     assert output["reward"] == 1.0
     monkeypatch.delenv("CASCADE_REWARD_TOKEN")

@@ -38,7 +38,7 @@ from cascade_cli.config.sft import SFTConfig
 from cascade_cli.engines.openrlhf.cluster import role_layout, submit_prefix
 from cascade_cli.engines.openrlhf.validate import check_cluster, check_rl_cluster, validate_args
 from cascade_cli.errors import CascadeUsageError
-from cascade_cli.serve_auth import TOKEN_ENV, url_with_token_ref
+from cascade_cli.serve_auth import TOKEN_ENV, TOKEN_REF, url_with_token_ref
 from cascade_cli.tiny import default_cache_dir, is_tiny_spec, tiny_seed
 
 DATA_DIR = "openrlhf_data"
@@ -66,7 +66,15 @@ class OpenRLHFJob:
         return [*self.submit, *self.entrypoint]
 
     def shell(self) -> str:
-        return shlex.join(self.argv)
+        return " ".join(map(_shell_word, self.argv))
+
+
+def _shell_word(arg: str) -> str:
+    """shlex.quote, except that `$CASCADE_REWARD_TOKEN` stays a reference the shell running the plan expands
+    (`http://h:5000/"${CASCADE_REWARD_TOKEN}"/get_reward`): the token itself is never printed."""
+    if TOKEN_REF not in arg:
+        return shlex.quote(arg)
+    return f'"${{{TOKEN_ENV}}}"'.join(shlex.quote(piece) if piece else "" for piece in arg.split(TOKEN_REF))
 
 
 def model_ref(value: str) -> str:
@@ -186,7 +194,8 @@ def reward_model_jobs(config: RewardModelConfig) -> list[OpenRLHFJob]:
 def remote_reward(cluster_urls: list[str]) -> list[str]:
     """`--reward.remote_url`: the reward service URLs and/or the reward_func file (absolute). With
     CASCADE_REWARD_TOKEN set, each service URL carries the token as its first path segment, written as
-    `$CASCADE_REWARD_TOKEN` (serve_auth.expand_token_ref puts the value in at submission)."""
+    `$CASCADE_REWARD_TOKEN`: a printed plan expands it when run (OpenRLHFJob.shell), and
+    serve_auth.expand_token_ref puts the value in where the argv is submitted directly."""
     token = os.environ.get(TOKEN_ENV) or None
     resolved = []
     for url in map(str, cluster_urls):
