@@ -51,13 +51,8 @@ SHUTTING_DOWN = "the reward service is shutting down"
 # the first answer it cannot settle itself (2+ s on a loaded machine), which a replacement worker would
 # otherwise spend on a request while the other workers' queues grow.
 WARM_RECORDS = [
-    {
-        "id": "warm",
-        "prompt": "",
-        "response": "\\boxed{\\sqrt{x}/2}",
-        "label": {"answer": "\\frac{\\sqrt{x}}{2}"},
-        "domain": "math",
-    },
+    {"id": "warm", "prompt": "", "domain": "math", "response": "\\boxed{\\sqrt{x}/2}",
+     "label": {"answer": "\\frac{\\sqrt{x}}{2}"}},
 ]
 
 
