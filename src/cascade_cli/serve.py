@@ -21,7 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
-from cascade_cli import verifiers
+from cascade_cli import rm_rewards, verifiers
 from cascade_cli.errors import CascadeRunError
 from cascade_cli.reward_protocol import ProtocolError, VerifierPool, build_records, make_reply
 from cascade_cli.verifiers.batch import Options
@@ -40,8 +40,12 @@ class RewardService:
         domain: str | None = None,
         options: Options | None = None,
         registrations: dict[str, str] | None = None,
+        reward_model: str | None = None,
     ) -> None:
         self.domain = domain
+        # --reward-model: RLHF (domain general) and IF-RL's RM bonus, see rm_rewards.py
+        self.rm = rm_rewards.RewardModelScorer(reward_model) if reward_model else None
+        self.extra_domains = (rm_rewards.RM_DOMAIN,) if self.rm else ()
         self.workers = workers
         self.timeout_s = timeout_s
         self.pool = VerifierPool(workers, timeout_s, options, registrations)
@@ -49,7 +53,12 @@ class RewardService:
         self.bad_requests = 0
         self.started = time.time()
 
-    async def score(self, records: list[dict[str, Any]]):
+    async def score(self, records: list[dict[str, Any]], options: dict[str, Any] | None = None):
+        options = options or rm_rewards.DEFAULT_OPTIONS
+        if rm_rewards.needs_rm(records, options):
+            if self.rm is None:
+                raise ProtocolError("'cascade.if_rm' needs a reward model: `cascade verify --serve --reward-model CKPT`")
+            return await rm_rewards.score_with_rm(records, options, self.rm, self.score)
         future = self.pool.submit(records)
         with contextlib.suppress(Exception):  # collect() turns a timeout or a dead worker into reward-0 rows
             await asyncio.wrap_future(future)
@@ -89,12 +98,13 @@ async def _reward(request: web.Request) -> web.Response:
             body = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
             raise ProtocolError(f"malformed JSON body: {error}") from None
-        records = build_records(body, service.domain)
+        records = build_records(body, service.domain, service.extra_domains)
+        options = rm_rewards.request_options(body)
+        results = await service.score(records, options)
     except ProtocolError as error:
         service.bad_requests += 1
         log.info("POST %s 400 %.1f ms: %s", request.path, (time.perf_counter() - start) * 1000, error)
         return _bad_request(str(error))
-    results = await service.score(records)
     reply = make_reply(results, with_details=bool(body.get("return_details")))
     domains = ",".join(sorted({record["domain"] for record in records}))
     errors = sum(result.error is not None for result in results)

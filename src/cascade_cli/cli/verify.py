@@ -54,6 +54,14 @@ def verify_command(
     timeout: Annotated[
         float, typer.Option("--timeout", min=0.1, help="--serve / reward_func: seconds per request before reward 0.")
     ] = 60.0,
+    reward_model: Annotated[
+        str | None,
+        typer.Option(
+            "--reward-model",
+            help="--serve: score RLHF rows (domain general) and IF-RL's RM bonus with this reward-model "
+            "checkpoint, or forward them to OpenRLHF's serve_rm at this http(s) URL.",
+        ),
+    ] = None,
     print_reward_func_path: Annotated[
         bool, typer.Option("--print-reward-func-path", help="Print the path of the OpenRLHF reward_func file.")
     ] = False,
@@ -67,6 +75,8 @@ def verify_command(
 
     Example: [bold]cascade verify --serve --port 5000 --workers 4[/]  (then OpenRLHF
     --reward.remote_url http://HOST:5000/get_reward)
+
+    Example: [bold]cascade verify --serve --reward-model runs/x/reward_model --port 5000[/]  (RLHF rewards)
 
     Example: [bold]cascade verify --export-reward-func reward.py[/]  (then --reward.remote_url reward.py)
     """
@@ -83,8 +93,13 @@ def verify_command(
     if serve:
         from cascade_cli.serve import run_server
 
-        run_server(host=host, port=port, workers=workers or 1, timeout_s=timeout, domain=domain, options=options)
+        run_server(
+            host=host, port=port, workers=workers or 1, timeout_s=timeout, domain=domain, options=options,
+            reward_model=reward_model,
+        )
         return
+    if reward_model is not None:
+        raise CascadeUsageError("--reward-model: only with --serve (the reward service hosts the reward model)")
     if input is None:
         raise CascadeUsageError("--input is required (a JSONL file of rollout records), unless --serve is given")
 
