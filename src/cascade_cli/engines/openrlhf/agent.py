@@ -169,12 +169,11 @@ class GroupScorer:
         last: Exception | None = None
         for attempt in range(RETRIES):
             try:
-                async with aiohttp.ClientSession(timeout=timeout) as session:
-                    async with session.post(url, json=body) as response:
-                        if response.status == 400:  # our protocol error: retrying cannot help
-                            raise ValueError(f"reward service {url}: {await response.text()}")
-                        response.raise_for_status()
-                        return await response.json()
+                async with aiohttp.ClientSession(timeout=timeout) as session, session.post(url, json=body) as response:
+                    if response.status == 400:  # our protocol error: retrying cannot help
+                        raise ValueError(f"reward service {url}: {await response.text()}")
+                    response.raise_for_status()
+                    return await response.json()
             except (aiohttp.ClientError, asyncio.TimeoutError) as error:
                 last = error
                 await asyncio.sleep(min(2**attempt, 10))
@@ -257,7 +256,7 @@ class AgentExecutor(MultiTurnAgentExecutor):
     async def execute(self, prompt, label, sampling_params, max_length: int, hf_tokenizer, llm_engine, images=None):
         # A copy: the n samples share one SamplingParams and MultiTurnAgentExecutor rewrites max_tokens.
         sampling_params = deepcopy(sampling_params)
-        sample = _Sample(f"{label}\x00{prompt}", prompt, label, getattr(sampling_params, "max_tokens", None))
+        sample = _Sample(f"{label}\x00{prompt}", prompt, label, sampling_params.max_tokens)
         _current.set(sample)  # this task's own context (gather runs each execute in its own task)
         scorer = _scorer()
         scorer.enter(sample.key)

@@ -1,11 +1,16 @@
 """The OpenRLHF agent file of a stage (`--train.agent_func_path FILE`): a shim that imports cascade's agent
 (engines/openrlhf/agent.py, which needs OpenRLHF) with the stage's settings baked in. Written by the runner
-into the stage's output before its jobs run, and by `cascade rlvr|rlhf --export-agent FILE`.
+into the stage's output before its jobs run (the settings: jobs.rl_job), and by
+`cascade verify --export-agent FILE` by hand. `recipe plan` prints the command that writes it:
+
+    python3 -m cascade_cli.engines.openrlhf.agent_file FILE 'SETTINGS_JSON'
 """
 
 from __future__ import annotations
 
 import json
+import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,27 +29,6 @@ configure(**json.loads({settings!r}))
 '''
 
 
-def agent_settings(config: Any, reward_urls: list[str], outcomes_dir: str | None = None) -> dict[str, Any]:
-    """The agent's settings from a GRPO stage config (RLVR or RLHF): sampling, loss mask, reward options."""
-    reward_options: dict[str, Any] = {}
-    if config.kind == "rlhf":
-        reward_options = {
-            "code_switch_penalty": bool(config.code_switch_penalty),
-            "code_switch_margin": float(config.code_switch_margin),
-            "shaping": str(config.reward_shaping),
-        }
-    elif getattr(config, "if_rm_reward", False):
-        reward_options = {"if_rm": True}
-    return {
-        "reward_urls": [str(url) for url in reward_urls],
-        "top_k": int(config.top_k),
-        "top_p": float(config.top_p),
-        "overlong_filter": False,  # per phase: see phase_settings
-        "reward_options": reward_options,
-        "outcomes_dir": outcomes_dir,
-    }
-
-
 def export(path: str | Path, settings: dict[str, Any], origin: str = "cascade --export-agent") -> Path:
     path = Path(path)
     if path.suffix != ".py":
@@ -53,3 +37,18 @@ def export(path: str | Path, settings: dict[str, Any], origin: str = "cascade --
     text = SHIM.format(origin=origin, path=path.resolve(), settings=json.dumps(settings, sort_keys=True))
     path.write_text(text)
     return path.resolve()
+
+
+def export_command(path: str, settings: dict[str, Any]) -> str:
+    """The shell line that writes the agent file (what `recipe plan` prints before the job)."""
+    return shlex.join(["python3", "-m", "cascade_cli.engines.openrlhf.agent_file", path, json.dumps(settings, sort_keys=True)])
+
+
+def main(argv: list[str] | None = None) -> int:
+    path, settings = argv if argv is not None else sys.argv[1:]
+    print(export(path, json.loads(settings)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
