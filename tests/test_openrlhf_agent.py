@@ -173,3 +173,17 @@ def test_exported_file_is_what_openrlhf_loads(tmp_path):
     assert isinstance(load_agent_executor(path), MultiTurnAgentExecutor)
     with pytest.raises(Exception, match="must end in .py"):
         agent_file.export(tmp_path / "a.txt", {})
+
+
+def test_cli_exports_the_agent_file(tmp_path, cli):
+    path = tmp_path / "agent.py"
+    result = cli(["verify", "--export-agent", path, "--reward-url", "http://10.0.0.5:5000/get_reward", "--top-k", "20",
+                  "--overlong-filter"])
+    assert result.exit_code == 0 and "--train.agent_func_path" in result.output
+    load_agent_executor(path)
+    from cascade_cli.engines.openrlhf import agent
+
+    assert (agent._settings.top_k, agent._settings.overlong_filter, agent._settings.top_p) == (20, True, None)
+    assert agent._settings.reward_urls == ["http://10.0.0.5:5000/get_reward"]
+    missing = cli(["verify", "--export-agent", path])
+    assert missing.exit_code == 2 and "--reward-url" in missing.output

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -66,34 +67,52 @@ def flag(args: list[str], name: str) -> str:
     return args[args.index(name) + 1]
 
 
+def stand_in_job(args: list[str]) -> None:
+    """One job's trainer, stood in: roll out every prompt of --data.prompt_dataset through the agent file
+    (--train.agent_func_path) as OpenRLHF's vLLM actor does, then write config.json to --ckpt.output_dir."""
+    executor = load_agent_executor(Path(flag(args, "--train.agent_func_path")))
+    tokenizer = byte_tokenizer()
+    engine = Policy(tokenizer)
+    engine.executor = executor
+    generate = openrlhf_method("openrlhf.trainer.ray.vllm_engine", "RolloutRayActor", "generate_responses",
+                               {"asyncio": asyncio})
+    rows = [json.loads(line) for line in Path(flag(args, "--data.prompt_dataset")).read_text().splitlines()]
+    n = int(flag(args, "--rollout.n_samples_per_prompt"))
+
+    async def main():
+        return await asyncio.gather(*[
+            generate(engine, render_prompt(row["prompt"]), row["label"], Sampling(max_tokens=64), 4096,
+                     tokenizer, num_samples=n)
+            for row in rows
+        ])
+
+    asyncio.run(main())
+    out = Path(flag(args, "--ckpt.output_dir"))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps({"stand_in": True, "argv": args}))
+
+
+def main(args: list[str]) -> None:
+    """The Ray job's entrypoint (test_openrlhf_epoch_filter_ray.py): fail once where CASCADE_FAIL_ONCE says."""
+    marker = os.environ.get("CASCADE_FAIL_ONCE")
+    if marker and os.environ.get("CASCADE_JOB", "").endswith("/epoch2") and not Path(marker).exists():
+        Path(marker).write_text("failed once")
+        print("CUDA error: out of memory (stand-in)", flush=True)
+        raise SystemExit(3)
+    stand_in_job(args)
+    print("stand-in trainer (CPU) finished", flush=True)
+
+
 def stand_in_trainer(fail_on: set[str]):
     ran: list[dict] = []
 
     def run_job(job) -> None:
         ran.append({"name": job.name, "init": job.init, "out": job.output_dir})
         agent_file.export(*job.agent)  # what the runner does before submitting
-        executor = load_agent_executor(Path(flag(job.args, "--train.agent_func_path")))
-        tokenizer = byte_tokenizer()
-        engine = Policy(tokenizer)
-        engine.executor = executor
-        generate = openrlhf_method("openrlhf.trainer.ray.vllm_engine", "RolloutRayActor", "generate_responses",
-                                   {"asyncio": asyncio})
-        rows = [json.loads(line) for line in Path(flag(job.args, "--data.prompt_dataset")).read_text().splitlines()]
-        n = int(flag(job.args, "--rollout.n_samples_per_prompt"))
-
-        async def main():
-            return await asyncio.gather(*[
-                generate(engine, render_prompt(row["prompt"]), row["label"], Sampling(max_tokens=64), 4096,
-                         tokenizer, num_samples=n)
-                for row in rows
-            ])
-
-        asyncio.run(main())
         if job.name in fail_on:
             fail_on.discard(job.name)
             raise RuntimeError(f"stand-in: {job.name} ended FAILED")
-        Path(job.output_dir).mkdir(parents=True, exist_ok=True)
-        (Path(job.output_dir) / "config.json").write_text("{}")
+        stand_in_job(job.args)
 
     return run_job, ran
 

@@ -124,6 +124,7 @@ def test_if_rl_reward_adds_sigmoid_of_the_group_z_scored_rm_score_when_the_verif
     std = math.sqrt(sum((v - mean) ** 2 for v in raw) / 2)
     sigmoid = [1 / (1 + math.exp(-(v - mean) / (std + 1e-6))) for v in raw]
     assert reply["rewards"] == pytest.approx([1 + sigmoid[0], 1 + sigmoid[1], 0.0], abs=1e-5)
+    assert reply["scores"] == [1.0, 1.0, 0.0]  # R_IF: what OpenRLHF's dynamic filtering reads
     plain = post(live.url, {**body, "cascade": {}})
     assert plain["rewards"] == [1.0, 1.0, 0.0]  # without if_rm: the verifier alone
 

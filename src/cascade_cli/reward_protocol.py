@@ -143,6 +143,9 @@ def make_reply(
     results: list[RowResult], with_details: bool = False, scalar_when_single: bool = True
 ) -> dict[str, Any]:
     rewards = [result.reward for result in results]
+    # `scores` drive OpenRLHF's dynamic filtering and pass@k logs: the verifier's own score where a reward adds
+    # more to it (IF-RL's RM bonus sets details["score"] = R_IF), else the reward.
+    scores = [float(result.details.get("score", result.reward)) for result in results]
     logs = {
         "passed": [float(result.passed) for result in results],
         "verify_error": [float(result.error is not None) for result in results],
@@ -152,7 +155,7 @@ def make_reply(
     single = scalar_when_single and len(results) == 1
     reply: dict[str, Any] = {
         "rewards": rewards[0] if single else rewards,
-        "scores": rewards[0] if single else list(rewards),
+        "scores": scores[0] if single else scores,
         "extra_logs": {key: (values[0] if single else values) for key, values in logs.items()},
     }
     if with_details:

@@ -9,7 +9,8 @@ same prompt within the request):
   score in the request minus `code_switch_margin`; optional shaping `zscore_tanh` (each group z-scored,
   then tanh). The same functions the local engine's RLHF hook uses (engines/local/rlhf.py).
 - IF-RL of the thinking models (`if_rm: true`): R_IF + sigmoid(group z-score of the RM score) when the IF
-  verifier passes (R_IF = 1), else 0.
+  verifier passes (R_IF = 1), else 0. The reply's `scores` stay R_IF: OpenRLHF's dynamic filtering keeps a
+  group by its mean score in (0, 1), which the bonus would push past 1 for a mostly-passing group.
 
 The RM is the Bradley-Terry checkpoint of `cascade rlhf rm` / OpenRLHF's train_rm, loaded with transformers
 (the GPU when there is one) and scored in batches, or OpenRLHF's `serve_rm` at an http(s) URL
@@ -142,7 +143,7 @@ def if_rm_results(records: list[dict[str, Any]], verified: list[RowResult], rm: 
     for result, score, zi in zip(verified, rm, z, strict=True):
         bonus = 1.0 / (1.0 + math.exp(-zi))
         reward = result.reward + bonus if result.passed and result.reward >= 1.0 else 0.0
-        out.append(RowResult(reward, result.passed, {**result.details, "rm_score": score, "rm_z": zi},
+        out.append(RowResult(reward, result.passed, {**result.details, "rm_score": score, "rm_z": zi, "score": result.reward},
                              result.latency_s, result.error))
     return out
 

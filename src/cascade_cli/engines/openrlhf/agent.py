@@ -30,6 +30,7 @@ import itertools
 import json
 import os
 import socket
+import weakref
 from copy import deepcopy
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,7 +110,7 @@ class GroupScorer:
 
     def __init__(self) -> None:
         self.groups: dict[str, _Group] = {}
-        self._urls = itertools.cycle(_settings.reward_urls)
+        self._sent = itertools.count()  # rotates requests across the reward URLs
         self._reward_func = None
 
     def enter(self, key: str) -> None:
@@ -162,7 +163,7 @@ class GroupScorer:
         }
         if _settings.reward_options:
             body["cascade"] = _settings.reward_options
-        url = next(self._urls)
+        url = _settings.reward_urls[next(self._sent) % len(_settings.reward_urls)]
         if url.endswith(".py"):
             return await asyncio.to_thread(self._load_reward_func(url), body["query"], body["prompts"], body["labels"])
         timeout = aiohttp.ClientTimeout(total=_settings.timeout_s)
@@ -238,13 +239,15 @@ class RewardStep(AgentInstanceBase):
         }
 
 
-_scorers: dict[int, GroupScorer] = {}
+_scorers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, GroupScorer] = weakref.WeakKeyDictionary()
 
 
 def _scorer() -> GroupScorer:
     """One scorer per event loop (its futures belong to that loop)."""
     loop = asyncio.get_running_loop()
-    return _scorers.setdefault(id(loop), GroupScorer())
+    if loop not in _scorers:
+        _scorers[loop] = GroupScorer()
+    return _scorers[loop]
 
 
 class AgentExecutor(MultiTurnAgentExecutor):

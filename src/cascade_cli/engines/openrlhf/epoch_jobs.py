@@ -42,17 +42,25 @@ def state_path(config: GRPOConfig) -> Path:
     return stage_out(config) / DATA_DIR / STATE_FILE
 
 
+def _fingerprint(config: GRPOConfig) -> dict[str, Any]:
+    """The config that decides the epochs (`restart` / `dry_run` say how to run, not what)."""
+    plain = dict(to_plain(config))
+    plain.pop("restart", None)
+    plain.pop("dry_run", None)
+    return plain
+
+
 def _fresh_state(config: GRPOConfig) -> dict[str, Any]:
-    return {"config": to_plain(config), "epoch": 0, "phase": 0, "phase_steps": 0, "dropped": {},
+    return {"config": _fingerprint(config), "epoch": 0, "phase": 0, "phase_steps": 0, "dropped": {},
             "init": str(config.init), "jobs": []}
 
 
 def load_state(config: GRPOConfig) -> dict[str, Any]:
-    """The saved state when it belongs to this same stage config, else a fresh one."""
+    """The saved state when it belongs to this same stage config (and no restart was asked), else a fresh one."""
     path = state_path(config)
-    if path.is_file():
+    if path.is_file() and not config.restart:
         state = json.loads(path.read_text())
-        if state.get("config") == to_plain(config):
+        if state.get("config") == _fingerprint(config):
             return state
         print_warning(f"{path}: written for another config of the stage; epoch filtering starts over")
     return _fresh_state(config)
