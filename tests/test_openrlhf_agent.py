@@ -187,3 +187,18 @@ def test_cli_exports_the_agent_file(tmp_path, cli):
     assert agent._settings.reward_urls == ["http://10.0.0.5:5000/get_reward"]
     missing = cli(["verify", "--export-agent", path])
     assert missing.exit_code == 2 and "--reward-url" in missing.output
+
+
+def test_a_reward_func_file_serves_the_agent_too(tmp_path, live):
+    """cluster.reward_urls may name a reward_func .py file (`cascade verify --export-reward-func`): the agent
+    calls it in a thread with the whole group, as OpenRLHF's own executor would one sample at a time."""
+    from cascade_cli import reward_func
+
+    shim = reward_func.export(tmp_path / "reward.py", workers=1, timeout_s=60.0)
+    path = export(tmp_path, str(shim), outcomes_dir=None)
+    cases = [(PROMPT_A, label("yes", 0), ["yes<|im_end|>", "no<|im_end|>"])]
+    try:
+        ((group,), _) = rollout(path, cases, max_new_tokens=12)
+    finally:
+        reward_func.configure()  # stop its worker pool
+    assert [r["reward"] for r in group] == [1.0, 0.0]

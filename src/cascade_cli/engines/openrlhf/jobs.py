@@ -9,6 +9,12 @@ only default; the stage table, `cascade_cli.stages`, names each kind's builder; 
   <dotted flags>`, one job per phase of the response-length schedule (config.grpo.resolve_phases), each
   phase starting from the previous phase's output.
 
+Where a paper setting has no OpenRLHF flag, the job runs cascade's agent file (`--train.agent_func_path`,
+engines/openrlhf/agent.py; the runner writes it per job from `OpenRLHFJob.agent`): rollout top-k, the
+overlong-filter loss mask, group-level rewards from the reward service (RLHF's RM reward, IF-RL's RM bonus)
+and the per-prompt outcomes that epoch-level filtering (epoch_jobs.py, one job per epoch) reads. Otherwise
+the job talks to the service directly (`--reward.remote_url`, OpenRLHF's own executor).
+
 The paper's GRPO (Nemotron-Cascade §4.1.2) maps to: group-normalised advantages (`group_norm`), strictly
 on-policy (train batch = rollout batch x samples per prompt, one epoch per rollout: one optimizer step per
 rollout batch), no KL (`--algo.kl.init_coef 0`), token-level loss (`--actor.loss_agg_mode token-mean`).
