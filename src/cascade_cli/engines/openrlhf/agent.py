@@ -112,6 +112,7 @@ class GroupScorer:
         self.groups: dict[str, _Group] = {}
         self._sent = itertools.count()  # rotates requests across the reward URLs
         self._reward_func = None
+        self._tasks: set[asyncio.Task] = set()  # in-flight requests (the loop keeps only weak references)
 
     def enter(self, key: str) -> None:
         self.groups.setdefault(key, _Group()).entered += 1
@@ -135,7 +136,9 @@ class GroupScorer:
             return
         del self.groups[key]
         if group.waiting:
-            asyncio.ensure_future(self._send(group.waiting))
+            task = asyncio.ensure_future(self._send(group.waiting))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     async def _send(self, waiting: list[tuple[dict[str, Any], asyncio.Future]]) -> None:
         items = [item for item, _ in waiting]
