@@ -23,12 +23,12 @@ import pytest
 from cascade_cli.chat import render_prompt
 from cascade_cli.config.common import ClusterConfig
 from cascade_cli.config.grpo import RLVRConfig
+from cascade_cli.data.epoch_filter import epoch_pool
 from cascade_cli.engines.openrlhf import agent_file
 from cascade_cli.engines.openrlhf.data import convert_stage_data
 from cascade_cli.engines.openrlhf.epoch_jobs import run_epoch_jobs, state_path
 from cascade_cli.engines.openrlhf.jobs import converted_data_path
 from cascade_cli.engines.openrlhf.runner import plan_commands
-from cascade_cli.epoch_filter import epoch_pool
 from cascade_cli.jsonl import write_jsonl
 from cascade_cli.serve import RewardService
 from cascade_cli.stages import openrlhf_builder

@@ -14,7 +14,7 @@ from typing import Any
 from cascade_cli.chat import prompt_messages, render_prompt
 from cascade_cli.config.grpo import PhaseConfig
 from cascade_cli.console import print_warning
-from cascade_cli.epoch_filter import epoch_pool, update_dropped
+from cascade_cli.data.epoch_filter import epoch_pool, update_dropped
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.records import row_prompt
 from cascade_cli.verifiers.base import RecordError, Verifier, parse_label

@@ -1,5 +1,5 @@
 """Epoch-level prompt filtering on OpenRLHF: a stage with `epoch_filter` runs as one train_ppo_ray job per
-epoch, its prompt file rewritten between them (the rule: cascade_cli.epoch_filter, shared with the local
+epoch, its prompt file rewritten between them (the rule: cascade_cli.data.epoch_filter, shared with the local
 engine).
 
 Per epoch, top to bottom: the epoch's pool (every prompt not dropped, plus the dropped ones that re-enter,
@@ -23,6 +23,7 @@ from typing import Any
 from cascade_cli.config.grpo import GRPOConfig, resolve_phases
 from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console, print_warning
+from cascade_cli.data.epoch_filter import epoch_pool, update_dropped
 from cascade_cli.engines.openrlhf.jobs import (
     DATA_DIR,
     OpenRLHFJob,
@@ -33,7 +34,6 @@ from cascade_cli.engines.openrlhf.jobs import (
     stage_name,
     stage_out,
 )
-from cascade_cli.epoch_filter import epoch_pool, update_dropped
 
 STATE_FILE = "epochs.json"
 
