@@ -84,7 +84,7 @@ def openrlhf_method(module: str, class_name: str, method_name: str, namespace: d
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == class_name:
             for item in node.body:
-                if isinstance(item, ast.FunctionDef) and item.name == method_name:
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and item.name == method_name:
                     item.decorator_list = []
                     scope = dict(namespace)
                     exec(compile(ast.Module(body=[item], type_ignores=[]), str(path), "exec"), scope)

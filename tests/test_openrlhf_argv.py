@@ -199,9 +199,14 @@ def test_length_schedule_is_consecutive_jobs_chained_by_checkpoint(tmp_path):
     assert parsed[1].actor.model_name_or_path == jobs[0].output_dir == parsed[0].ckpt.output_dir
     assert parsed[2].actor.model_name_or_path == jobs[1].output_dir
     assert jobs[-1].output_dir == str(tmp_path / "math_rl")  # the stage's out: the next stage's init
-    # Overlong filtering only in the first phase: OpenRLHF cannot mask, so it is noted, not faked.
-    assert parsed[0].reward.stop_properly_penalty_coef is None and jobs[0].notes
-    assert parsed[1].reward.stop_properly_penalty_coef == 0.0 and not jobs[1].notes
+    # Overlong filtering only in the first phase: cascade's agent masks truncated responses out of the loss
+    # there (its file is written by the runner); later phases score them 0 through OpenRLHF's own flag.
+    assert parsed[0].reward.stop_properly_penalty_coef is None and parsed[0].reward.remote_url == ["agent"]
+    assert jobs[0].agent[0] == parsed[0].train.agent_func_path and jobs[0].agent[1]["overlong_filter"] is True
+    assert jobs[0].agent[1]["reward_urls"] == ["http://10.0.0.5:5000/get_reward"]
+    assert parsed[1].reward.stop_properly_penalty_coef == 0.0 and jobs[1].agent is None
+    assert parsed[1].reward.remote_url == ["http://10.0.0.5:5000/get_reward"]
+    assert not any(job.notes for job in jobs)
 
 
 def test_tiny_init_is_its_cache_directory(tmp_path, monkeypatch):
@@ -234,12 +239,17 @@ def test_rlhf_with_our_reward_model_and_kl(tmp_path):
     assert args.algo.kl.init_coef == 1e-3 and args.algo.kl.use_loss and args.algo.kl.estimator == "k3"
     assert (args.actor.num_nodes, args.actor.num_gpus_per_node) == (2, 8)
     assert (args.ref.num_nodes, args.reward.num_gpus_per_node) == (1, 8)
-    assert any("not the text after </think>" in note for note in job.notes)
+    # OpenRLHF's own RM role cannot score the answer alone: the note names the service that does.
+    assert any("--reward-model CKPT" in note for note in job.notes)
     assert args.actor.loss_agg_mode == "token-mean"
-    # The paper's RLHF stabilisers: sequence-level loss maps to OpenRLHF's; reward shaping has no flag.
+    # The paper's RLHF reward through the service: the agent sends the stage's shaping and code-switch settings.
     [job] = build_jobs(rl_stage(tmp_path, kind="rlhf", loss_aggregation="sequence", reward_shaping="zscore_tanh"))
-    assert parse(job).actor.loss_agg_mode == "seq-mean-token-mean"
-    assert any("reward_shaping=zscore_tanh" in note for note in job.notes)
+    args = parse(job)
+    assert args.actor.loss_agg_mode == "seq-mean-token-mean" and args.train.agent_func_path == job.agent[0]
+    assert job.agent[1]["reward_options"] == {"code_switch_penalty": True, "code_switch_margin": 10.0, "shaping": "zscore_tanh"}
+    assert not job.notes
+    with pytest.raises(CascadeUsageError, match="need cascade's agent and the reward service"):
+        build_jobs(rl_stage(tmp_path, kind="rlhf", reward_model="rm", top_k=20, cluster=cluster(reward_urls=[])))
 
 
 def test_unknown_and_ill_typed_flags_are_refused_like_openrlhf_does():

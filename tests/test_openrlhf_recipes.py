@@ -3,6 +3,7 @@ and `cascade recipe plan` prints the whole OpenRLHF command sequence for them.""
 
 from __future__ import annotations
 
+import json
 import shlex
 from pathlib import Path
 
@@ -105,7 +106,13 @@ def test_recipe_plan_prints_the_whole_openrlhf_sequence(name, cli):
     rlhf = next(argv for argv in submits if stage_of(argv) == "rlhf")
     sft_32k = next(argv for argv in submits if stage_of(argv) == "sft_32k")
     assert value(rlhf, "--actor.model_name_or_path") == value(sft_32k, "--ckpt.output_dir")
-    assert value(rlhf, "--reward.model_name_or_path").endswith("/reward_model")
+    # RLHF's reward is the reward service's RM (`--reward-model`), reached through cascade's agent file, which
+    # the plan writes right before the job; no stage leaves a paper setting as a note.
+    agent = value(rlhf, "--train.agent_func_path")
+    writes = [shlex.split(line) for line in lines if line.startswith("python3 -m cascade_cli.engines.openrlhf.agent_file")]
+    settings = next(json.loads(argv[4]) for argv in writes if argv[3] == agent)
+    assert settings["reward_options"]["code_switch_penalty"] and settings["reward_urls"]
+    assert not [line for line in lines if line.startswith("# note:")]
 
 
 def test_recipe_run_dispatches_openrlhf_stages_to_the_engine(tmp_path, cli):

@@ -55,9 +55,12 @@ def recover_response(query: str, prompt: str | None) -> str:
     return response
 
 
-def parse_service_label(label: Any, index: int, default_domain: str | None) -> tuple[str, Any]:
+def parse_service_label(
+    label: Any, index: int, default_domain: str | None, extra_domains: tuple[str, ...] = ()
+) -> tuple[str, Any]:
     """(domain, label object) from a label as OpenRLHF sends it: a JSON string of the canonical label with
-    `domain` added (or the object itself)."""
+    `domain` added (or the object itself). `extra_domains`: domains scored without a verifier (the reward
+    model's `general`)."""
     if isinstance(label, str):
         try:
             label = json.loads(label)
@@ -71,18 +74,18 @@ def parse_service_label(label: Any, index: int, default_domain: str | None) -> t
             f"labels[{index}]: expected a JSON object with a 'domain' key, found {type(label).__name__}"
         )
     domain = label.get("domain", default_domain)
+    known = [*verifiers.known_domains(), *extra_domains]
     if not isinstance(domain, str) or not domain:
-        raise ProtocolError(
-            f"labels[{index}]: missing 'domain' (one of {', '.join(verifiers.known_domains())})"
-        )
-    if domain not in verifiers.known_domains():
-        raise ProtocolError(
-            f"labels[{index}]: unknown domain {domain!r}; known: {', '.join(verifiers.known_domains())}"
-        )
+        raise ProtocolError(f"labels[{index}]: missing 'domain' (one of {', '.join(known)})")
+    if domain not in known:
+        hint = "; `general` (RLHF) needs a reward model: `cascade verify --serve --reward-model CKPT`" if domain == "general" else ""
+        raise ProtocolError(f"labels[{index}]: unknown domain {domain!r}; known: {', '.join(known)}{hint}")
     return domain, label
 
 
-def build_records(body: Any, default_domain: str | None = None) -> list[dict[str, Any]]:
+def build_records(
+    body: Any, default_domain: str | None = None, extra_domains: tuple[str, ...] = ()
+) -> list[dict[str, Any]]:
     """Rollout records from a request body; ProtocolError names the field and what was expected."""
     if not isinstance(body, dict):
         raise ProtocolError(
@@ -114,7 +117,7 @@ def build_records(body: Any, default_domain: str | None = None) -> list[dict[str
         )
     records = []
     for index, (query, prompt, raw_label) in enumerate(zip(queries, prompts, labels, strict=True)):
-        domain, label = parse_service_label(raw_label, index, default_domain)
+        domain, label = parse_service_label(raw_label, index, default_domain, extra_domains)
         records.append(
             {
                 "id": str(index),
@@ -140,6 +143,9 @@ def make_reply(
     results: list[RowResult], with_details: bool = False, scalar_when_single: bool = True
 ) -> dict[str, Any]:
     rewards = [result.reward for result in results]
+    # `scores` drive OpenRLHF's dynamic filtering and pass@k logs: the verifier's own score where a reward adds
+    # more to it (IF-RL's RM bonus sets details["score"] = R_IF), else the reward.
+    scores = [float(result.details.get("score", result.reward)) for result in results]
     logs = {
         "passed": [float(result.passed) for result in results],
         "verify_error": [float(result.error is not None) for result in results],
@@ -149,7 +155,7 @@ def make_reply(
     single = scalar_when_single and len(results) == 1
     reply: dict[str, Any] = {
         "rewards": rewards[0] if single else rewards,
-        "scores": rewards[0] if single else list(rewards),
+        "scores": scores[0] if single else scores,
         "extra_logs": {key: (values[0] if single else values) for key, values in logs.items()},
     }
     if with_details:

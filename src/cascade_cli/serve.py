@@ -29,7 +29,7 @@ from typing import Any
 
 from aiohttp import web
 
-from cascade_cli import verifiers
+from cascade_cli import rm_rewards, verifiers
 from cascade_cli.errors import CascadeRunError
 from cascade_cli.reward_protocol import ProtocolError, build_records, make_reply
 from cascade_cli.serve_auth import (
@@ -69,8 +69,12 @@ class RewardService:
         domain: str | None = None,
         options: Options | None = None,
         registrations: dict[str, str] | None = None,
+        reward_model: str | None = None,
     ) -> None:
         self.domain = domain
+        # --reward-model: RLHF (domain general) and IF-RL's RM bonus, see rm_rewards.py
+        self.rm = rm_rewards.RewardModelScorer(reward_model) if reward_model else None
+        self.extra_domains = (rm_rewards.RM_DOMAIN,) if self.rm else ()
         self.workers = workers
         self.timeout_s = timeout_s
         self.pool = WorkerPool(workers, timeout_s, options, registrations)
@@ -79,7 +83,12 @@ class RewardService:
         self.refused: Counter[int] = Counter()  # HTTP status -> count (400, 401, 413)
         self.started = time.time()
 
-    async def score(self, records: list[dict[str, Any]]):
+    async def score(self, records: list[dict[str, Any]], options: dict[str, Any] | None = None):
+        options = options or rm_rewards.DEFAULT_OPTIONS
+        if rm_rewards.needs_rm(records, options):
+            if self.rm is None:
+                raise ProtocolError("'cascade.if_rm' needs a reward model: `cascade verify --serve --reward-model CKPT`")
+            return await rm_rewards.score_with_rm(records, options, self.rm, self.score)
         # The pool always completes the future: rows, or reward-0 rows for a timeout or a twice-dead worker.
         return await asyncio.wrap_future(self.pool.submit(records))
 
@@ -180,11 +189,11 @@ async def _reward(request: web.Request) -> web.Response:
         body = await _read_body(request, request.app[GUARD_KEY], shown)
         if isinstance(body, web.Response):
             return body
-        records = build_records(body, service.domain)
+        records = build_records(body, service.domain, service.extra_domains)
+        results = await service.score(records, rm_rewards.request_options(body))
     except ProtocolError as error:
         service.bad_requests += 1
         return _refuse(request, 400, str(error), shown)
-    results = await service.score(records)
     reply = make_reply(results, with_details=bool(body.get("return_details")))
     domains = ",".join(sorted({record["domain"] for record in records}))
     errors = sum(result.error is not None for result in results)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import json
 import logging
 import os
 import re
@@ -147,3 +148,15 @@ def install_redaction(token: str | None) -> None:
     if token:
         for handler in logging.getLogger().handlers:
             handler.addFilter(RedactingFilter(token))
+
+
+def with_token_env(submit_args: list[str]) -> list[str]:
+    """`ray job submit` arguments whose --runtime-env-json also carries CASCADE_REWARD_TOKEN (when set here),
+    so the agent inside the job can reach a token-protected reward service."""
+    token = os.environ.get(TOKEN_ENV)
+    if not token or "--runtime-env-json" not in submit_args:
+        return submit_args
+    index = submit_args.index("--runtime-env-json") + 1
+    runtime_env = json.loads(submit_args[index])
+    runtime_env.setdefault("env_vars", {})[TOKEN_ENV] = token
+    return [*submit_args[:index], json.dumps(runtime_env), *submit_args[index + 1 :]]

@@ -68,6 +68,32 @@ def verify_command(
     timeout: Annotated[
         float, typer.Option("--timeout", min=0.1, help="--serve / reward_func: seconds per request before reward 0.")
     ] = 60.0,
+    reward_model: Annotated[
+        str | None,
+        typer.Option(
+            "--reward-model",
+            help="--serve: score RLHF rows (domain general) and IF-RL's RM bonus with this reward-model "
+            "checkpoint, or forward them to OpenRLHF's serve_rm at this http(s) URL.",
+        ),
+    ] = None,
+    export_agent: Annotated[
+        Path | None,
+        typer.Option(
+            "--export-agent",
+            help="Write an OpenRLHF agent file (--train.agent_func_path) to PATH: top-k/top-p on every vLLM call, "
+            "the overlong loss mask, one reward request per prompt group to --reward-url.",
+        ),
+    ] = None,
+    reward_url: Annotated[
+        list[str] | None, typer.Option("--reward-url", help="--export-agent: reward service URL; repeatable.")
+    ] = None,
+    top_k: Annotated[int, typer.Option("--top-k", help="--export-agent: rollout top-k (-1: off).")] = -1,
+    top_p: Annotated[
+        float | None, typer.Option("--top-p", help="--export-agent: rollout top-p (default: OpenRLHF's --rollout.top_p).")
+    ] = None,
+    overlong_filter: Annotated[
+        bool, typer.Option("--overlong-filter", help="--export-agent: keep truncated responses out of the loss.")
+    ] = False,
     print_reward_func_path: Annotated[
         bool, typer.Option("--print-reward-func-path", help="Print the path of the OpenRLHF reward_func file.")
     ] = False,
@@ -85,7 +111,12 @@ def verify_command(
     Example: [bold]export CASCADE_REWARD_TOKEN=$(openssl rand -hex 24); cascade verify --serve --host 0.0.0.0[/]
     (then --reward.remote_url http://HOST:5000/$CASCADE_REWARD_TOKEN/get_reward)
 
+    Example: [bold]cascade verify --serve --reward-model runs/x/reward_model --port 5000[/]  (RLHF rewards)
+
     Example: [bold]cascade verify --export-reward-func reward.py[/]  (then --reward.remote_url reward.py)
+
+    Example: [bold]cascade verify --export-agent agent.py --reward-url http://HOST:5000/get_reward --top-k 20
+    --overlong-filter[/]  (then --train.agent_func_path agent.py)
     """
     from cascade_cli import reward_func, scoring
 
@@ -97,14 +128,26 @@ def verify_command(
         path = reward_func.export(export_reward_func, domain=domain, options=options, workers=workers, timeout_s=timeout)
         console.print(f"wrote {path}; pass it to OpenRLHF as --reward.remote_url {path}")
         return
+    if export_agent is not None:
+        from cascade_cli.engines.openrlhf import agent_file
+
+        if not reward_url:
+            raise CascadeUsageError("--export-agent: give the reward service with --reward-url http://HOST:PORT/get_reward")
+        settings = {"reward_urls": reward_url, "top_k": top_k, "top_p": top_p, "overlong_filter": overlong_filter}
+        path = agent_file.export(export_agent, settings)
+        console.print(f"wrote {path}; pass it to OpenRLHF as --train.agent_func_path {path}")
+        return
     if serve:
         from cascade_cli.serve import run_server
 
         run_server(
             host=host, port=port, token=token, max_body_bytes=int(max_body_mb * 1024 * 1024),
             max_samples=max_samples, workers=workers or 1, timeout_s=timeout, domain=domain, options=options,
+            reward_model=reward_model,
         )
         return
+    if reward_model is not None:
+        raise CascadeUsageError("--reward-model: only with --serve (the reward service hosts the reward model)")
     if input is None:
         raise CascadeUsageError("--input is required (a JSONL file of rollout records), unless --serve is given")
 

@@ -117,6 +117,9 @@ class RLVRConfig(GRPOConfig):
     kind: str = "rlvr"
     # if | math | code | swe: picks the verifier that scores each response.
     domain: str = MISSING
+    # IF-RL of the thinking models: a passing response also gets sigmoid(group z-score of the reward model's
+    # score); the reward service computes it (`cascade verify --serve --reward-model CKPT`, engine openrlhf).
+    if_rm_bonus: bool = False
 
 
 def resolve_phases(config: GRPOConfig) -> list[PhaseConfig]:

@@ -476,6 +476,8 @@ def run_rlvr(config: RLVRConfig) -> dict[str, Any]:
     """`cascade rlvr --domain DOMAIN`: GRPO with the domain's verifier as the reward."""
     if config.domain not in DOMAIN_MODES or config.domain not in known_domains():
         raise CascadeUsageError(f"domain: expected one of {', '.join(DOMAIN_MODES)}; found {config.domain!r}")
+    if config.if_rm_bonus:
+        raise CascadeUsageError("if_rm_bonus: the reward service computes it; use engine: openrlhf")
     mode = config.mode or DOMAIN_MODES[config.domain]
     options = dict(config.verifier_options)
     try:

@@ -8,13 +8,13 @@ of their rollouts are dropped, and each dropped prompt re-enters a later epoch w
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 from typing import Any
 
 from cascade_cli.chat import prompt_messages, render_prompt
 from cascade_cli.config.grpo import PhaseConfig
 from cascade_cli.console import print_warning
+from cascade_cli.data.epoch_filter import epoch_pool, update_dropped
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.records import row_prompt
 from cascade_cli.verifiers.base import RecordError, Verifier, parse_label
@@ -107,18 +107,7 @@ class PromptSampler:
         self.order = self._order()
 
     def _order(self) -> list[int]:
-        rng = random.Random(f"{self.seed}:{self.epoch}")
-        pool = []
-        for index in range(self.n_rows):
-            kind = self.dropped.get(str(index))
-            if kind is None:
-                pool.append(index)
-            elif rng.random() < (self.hard_p if kind == "hard" else self.easy_p):
-                pool.append(index)  # re-enters this epoch; dropped again only if still 0% / 100%
-        if not pool:  # everything dropped: start over rather than stall
-            pool = list(range(self.n_rows))
-        rng.shuffle(pool)
-        return pool
+        return epoch_pool(self.n_rows, self.dropped, self.seed, self.epoch, self.hard_p, self.easy_p)
 
     def next(self) -> int:
         if self.cursor >= len(self.order):
@@ -134,13 +123,7 @@ class PromptSampler:
 
     def _end_epoch(self) -> None:
         if self.epoch_filter:
-            for index, (passed, total) in self.stats.items():
-                if total and passed == 0:
-                    self.dropped[index] = "hard"
-                elif total and passed == total:
-                    self.dropped[index] = "easy"
-                else:
-                    self.dropped.pop(index, None)
+            self.dropped = update_dropped(self.dropped, self.stats)
         self.stats = {}
         self.epoch += 1
         self.cursor = 0

@@ -9,6 +9,12 @@ only default; the stage table, `cascade_cli.stages`, names each kind's builder; 
   <dotted flags>`, one job per phase of the response-length schedule (config.grpo.resolve_phases), each
   phase starting from the previous phase's output.
 
+Where a paper setting has no OpenRLHF flag, the job runs cascade's agent file (`--train.agent_func_path`,
+engines/openrlhf/agent.py; the runner writes it per job from `OpenRLHFJob.agent`): rollout top-k, the
+overlong-filter loss mask, group-level rewards from the reward service (RLHF's RM reward, IF-RL's RM bonus)
+and the per-prompt outcomes that epoch-level filtering (epoch_jobs.py, one job per epoch) reads. Otherwise
+the job talks to the service directly (`--reward.remote_url`, OpenRLHF's own executor).
+
 The paper's GRPO (Nemotron-Cascade §4.1.2) maps to: group-normalised advantages (`group_norm`), strictly
 on-policy (train batch = rollout batch x samples per prompt, one epoch per rollout: one optimizer step per
 rollout batch), no KL (`--algo.kl.init_coef 0`), token-level loss (`--actor.loss_agg_mode token-mean`).
@@ -60,6 +66,8 @@ class OpenRLHFJob:
     init: str
     output_dir: str
     notes: list[str] = field(default_factory=list)  # settings OpenRLHF cannot express exactly
+    # The agent file (--train.agent_func_path) the runner writes before submitting: path -> its settings.
+    agent: tuple[str, dict[str, Any]] | None = None
 
     @property
     def argv(self) -> list[str]:
@@ -192,10 +200,15 @@ def reward_model_jobs(config: RewardModelConfig) -> list[OpenRLHFJob]:
 
 
 def remote_reward(cluster_urls: list[str]) -> list[str]:
-    """`--reward.remote_url`: the reward service URLs and/or the reward_func file (absolute). With
-    CASCADE_REWARD_TOKEN set, each service URL carries the token as its first path segment, written as
-    `$CASCADE_REWARD_TOKEN`: a printed plan expands it when run (OpenRLHFJob.shell), and
-    serve_auth.expand_token_ref puts the value in where the argv is submitted directly."""
+    """`--reward.remote_url`: the reward service URLs and/or the reward_func file (absolute)."""
+    return ["--reward.remote_url", ",".join(reward_sources(cluster_urls))]
+
+
+def reward_sources(cluster_urls: list[str]) -> list[str]:
+    """cluster.reward_urls checked: http(s) URLs of the reward service, or reward_func .py files (absolute).
+    With CASCADE_REWARD_TOKEN set, each service URL carries the token as its first path segment, written as
+    `$CASCADE_REWARD_TOKEN`: a printed plan expands it when run (OpenRLHFJob.shell), the runner puts the
+    value in where it submits (serve_auth.expand_token_ref, with_token_env), the agent reads its environment."""
     token = os.environ.get(TOKEN_ENV) or None
     resolved = []
     for url in map(str, cluster_urls):
@@ -208,7 +221,7 @@ def remote_reward(cluster_urls: list[str]) -> list[str]:
                 f"cluster.reward_urls: {url!r}: expected an http(s) URL of `cascade verify --serve` "
                 "(http://HOST:PORT/get_reward) or the reward_func .py file (`cascade verify --print-reward-func-path`)"
             )
-    return ["--reward.remote_url", ",".join(resolved)]
+    return resolved
 
 
 def _missing_reward(config: GRPOConfig, wanted: str) -> CascadeUsageError:
@@ -219,18 +232,20 @@ def _missing_reward(config: GRPOConfig, wanted: str) -> CascadeUsageError:
     )
 
 
-def _rl_args(config: GRPOConfig, phase: PhaseConfig, index: int, init: str, out: Path, reward: list[str]) -> list[str]:
+def _rl_args(
+    config: GRPOConfig, phase: PhaseConfig, data: Path, steps: int, init: str, out: Path, reward: list[str]
+) -> list[str]:
     cluster = config.cluster
     prompts, group = config.prompts_per_step, config.group_size
     actor_nodes, actor_per_node = role_layout(cluster, cluster.actor_gpus)
     args = [
         "--actor.model_name_or_path", model_ref(init),
-        "--data.prompt_dataset", str(phase_data_path(config, index)),
+        "--data.prompt_dataset", str(data),
         "--data.input_key", "prompt",
         "--data.label_key", "label",
         "--data.apply_chat_template",
         "--data.max_len", str(config.max_prompt_len + phase.max_response_len),
-        "--data.max_samples", str(phase.steps * prompts),
+        "--data.max_samples", str(steps * prompts),
         "--rollout.max_new_tokens", str(phase.max_response_len),
         "--rollout.n_samples_per_prompt", str(group),
         "--rollout.batch_size", str(prompts),
@@ -279,44 +294,96 @@ def _rl_args(config: GRPOConfig, phase: PhaseConfig, index: int, init: str, out:
     return args
 
 
-def _rl_notes(config: GRPOConfig, phase: PhaseConfig, reward_notes: list[str]) -> list[str]:
-    notes = []
-    if phase.overlong_filter:
-        notes.append(
-            "overlong_filter: OpenRLHF 0.11.2 has no loss mask for truncated responses; they keep the "
-            "verifier's reward (usually 0) instead of being filtered out"
-        )
-    notes += reward_notes
-    if config.top_k > 0:
-        notes.append(f"top_k={config.top_k}: OpenRLHF 0.11.2's rollout has no top-k flag; sampling uses top-p only")
-    if config.epoch_filter:
-        notes.append("epoch_filter: no OpenRLHF equivalent; filter the prompts between phases instead")
-    return notes
+def needs_agent(config: GRPOConfig, phase: PhaseConfig) -> bool:
+    """Settings only cascade's agent file expresses (agent.py): rollout top-k, the overlong loss mask,
+    group-level rewards (RLHF through the service, IF-RL's RM bonus) and the outcomes epoch filtering reads."""
+    return (
+        config.top_k > 0
+        or bool(phase.overlong_filter)
+        or config.kind == "rlhf"
+        or rm_bonus(config)
+        or bool(config.epoch_filter)
+    )
 
 
-def _rl_jobs(config: GRPOConfig, reward: list[str], reward_notes: list[str]) -> list[OpenRLHFJob]:
-    """One train_ppo_ray job per phase; a phase's output is the next one's init, the last is the stage's out."""
+def rm_bonus(config: GRPOConfig) -> bool:
+    """IF-RL's reward-model bonus (an RLVR field; RLHF's reward is the RM's anyway)."""
+    return config.kind == "rlvr" and config.if_rm_bonus
+
+
+def agent_path(config: GRPOConfig, tag: str) -> Path:
+    return stage_out(config) / DATA_DIR / f"agent_{tag}.py"
+
+
+def outcomes_dir(config: GRPOConfig, tag: str) -> Path:
+    """Where the agent of job `tag` appends each rollout's (prompt_id, passed): epoch filtering reads it."""
+    return stage_out(config) / "epoch_outcomes" / tag
+
+
+def rl_job(
+    config: GRPOConfig, phase: PhaseConfig, name: str, tag: str, data: Path, steps: int, init: str, out: Path
+) -> OpenRLHFJob:
+    """One train_ppo_ray job: `steps` rollout batches of the prompts in `data`, from `init` into `out`."""
+    urls = [str(url) for url in config.cluster.reward_urls]
+    agent, notes = None, []
+    if not urls:  # RLHF on OpenRLHF's own reward-model role (rlhf_jobs allows it)
+        reward, notes = ["--reward.model_name_or_path", model_ref(str(config.reward_model))], [RM_ROLE_NOTE]
+    elif needs_agent(config, phase):
+        settings = {
+            "reward_urls": reward_sources(urls),
+            "top_k": int(config.top_k),
+            "top_p": float(config.top_p),
+            "overlong_filter": bool(phase.overlong_filter),
+            "reward_options": reward_options(config),
+            "outcomes_dir": str(outcomes_dir(config, tag)) if config.epoch_filter else None,
+        }
+        agent = (str(agent_path(config, tag)), settings)
+        reward = ["--train.agent_func_path", agent[0]]
+    else:
+        reward = remote_reward(urls)
+    args = _rl_args(config, phase, data, steps, init, out, reward)
+    validate_args("train_ppo_ray", args)
+    return OpenRLHFJob(
+        name=name,
+        cli="train_ppo_ray",
+        submit=submit_prefix(config.cluster),
+        entrypoint=["python3", "-m", "openrlhf.cli.train_ppo_ray", *args],
+        args=args,
+        init=init,
+        output_dir=str(out),
+        notes=notes,
+        agent=agent,
+    )
+
+
+def reward_options(config: GRPOConfig) -> dict[str, Any]:
+    """The stage's reward settings the service applies to each request (rm_rewards.request_options)."""
+    if config.kind == "rlhf":
+        return {
+            "code_switch_penalty": bool(config.code_switch_penalty),
+            "code_switch_margin": float(config.code_switch_margin),
+            "shaping": str(config.reward_shaping),
+        }
+    return {"if_rm": True} if rm_bonus(config) else {}
+
+
+def phase_output(config: GRPOConfig, index: int, phase: PhaseConfig) -> Path:
+    """A phase's output: the stage's out for the last phase (the next stage's init), else phases/K_LEN."""
+    last = index == len(resolve_phases(config)) - 1
+    return stage_out(config) if last else stage_out(config) / "phases" / f"{index}_{phase.max_response_len}"
+
+
+def _rl_jobs(config: GRPOConfig) -> list[OpenRLHFJob]:
+    """One train_ppo_ray job per phase; a phase's output is the next one's init, the last is the stage's out.
+    (With epoch_filter the runner splits each phase into one job per epoch: epoch_jobs.py.)"""
     schedule = resolve_phases(config)
-    out = stage_out(config)
     jobs = []
     init = str(config.init)
     for index, phase in enumerate(schedule):
-        phase_out = out if index == len(schedule) - 1 else out / "phases" / f"{index}_{phase.max_response_len}"
-        args = _rl_args(config, phase, index, init, phase_out, reward)
-        validate_args("train_ppo_ray", args)
-        jobs.append(
-            OpenRLHFJob(
-                name=f"{stage_name(config)}/phase{index}" if len(schedule) > 1 else stage_name(config),
-                cli="train_ppo_ray",
-                submit=submit_prefix(config.cluster),
-                entrypoint=["python3", "-m", "openrlhf.cli.train_ppo_ray", *args],
-                args=args,
-                init=init,
-                output_dir=str(phase_out),
-                notes=_rl_notes(config, phase, reward_notes),
-            )
-        )
-        init = str(phase_out)  # the next phase continues from this one's HF weights
+        name = f"{stage_name(config)}/phase{index}" if len(schedule) > 1 else stage_name(config)
+        out = phase_output(config, index, phase)
+        jobs.append(rl_job(config, phase, name, f"phase{index}", phase_data_path(config, index), phase.steps, init, out))
+        init = str(out)  # the next phase continues from this one's HF weights
     return jobs
 
 
@@ -325,25 +392,31 @@ def rlvr_jobs(config: RLVRConfig) -> list[OpenRLHFJob]:
     check_rl_cluster(config)
     if not config.cluster.reward_urls:
         raise _missing_reward(config, "cluster.reward_urls")
-    return _rl_jobs(config, remote_reward(config.cluster.reward_urls), [])
+    if config.if_rm_bonus and config.domain != "if":
+        raise CascadeUsageError(f"stage {stage_name(config)}: if_rm_bonus: only for domain if; found {config.domain!r}")
+    return _rl_jobs(config)
 
 
 def rlhf_jobs(config: RLHFConfig) -> list[OpenRLHFJob]:
     """GRPO on reward-model scores: the reward service when cluster.reward_urls is set, else OpenRLHF's own
     reward-model role on `reward_model`."""
     check_rl_cluster(config)
-    notes = []
-    if config.reward_shaping != "none":
-        notes.append(f"reward_shaping={config.reward_shaping}: no OpenRLHF 0.11.2 equivalent; rewards are used as scored")
-    if config.cluster.reward_urls:
-        return _rl_jobs(config, remote_reward(config.cluster.reward_urls), notes)
-    if not config.reward_model:
-        raise _missing_reward(config, "cluster.reward_urls or reward_model")
-    rm_note = (
-        "reward: OpenRLHF's reward-model role scores the whole response (thinking included), not the text "
-        "after </think>, and applies no code-switching penalty (the paper's RLHF reward)"
-    )
-    return _rl_jobs(config, ["--reward.model_name_or_path", model_ref(str(config.reward_model))], [rm_note, *notes])
+    if not config.cluster.reward_urls:
+        if not config.reward_model:
+            raise _missing_reward(config, "cluster.reward_urls or reward_model")
+        if config.top_k > 0 or config.epoch_filter or any(p.overlong_filter for p in resolve_phases(config)):
+            raise CascadeUsageError(
+                f"stage {stage_name(config)}: top_k / overlong_filter / epoch_filter need cascade's agent and the "
+                "reward service: set cluster.reward_urls to `cascade verify --serve --reward-model CKPT`"
+            )
+    return _rl_jobs(config)
+
+
+RM_ROLE_NOTE = (
+    "reward: OpenRLHF's reward-model role (cluster.reward_urls empty) scores the whole response one sample "
+    "at a time: no text-after-</think>, code-switch penalty or reward shaping; the paper's reward is "
+    "`cascade verify --serve --reward-model CKPT` at cluster.reward_urls"
+)
 
 
 JobBuilder = Callable[[Any], list[OpenRLHFJob]]

@@ -24,7 +24,9 @@ from cascade_cli.checkpoint import read_manifest, write_manifest
 from cascade_cli.config.common import StageConfig
 from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console, print_warning
+from cascade_cli.engines.openrlhf.agent_file import export, export_command
 from cascade_cli.engines.openrlhf.data import RL_KINDS, convert_stage_data, stage_mode, write_phase_files
+from cascade_cli.engines.openrlhf.epoch_jobs import run_epoch_jobs
 from cascade_cli.engines.openrlhf.jobs import (
     JobBuilder,
     OpenRLHFJob,
@@ -35,6 +37,7 @@ from cascade_cli.engines.openrlhf.jobs import (
     stage_name,
 )
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
+from cascade_cli.serve_auth import expand_token_ref, with_token_env
 from cascade_cli.tiny import is_tiny_spec, resolve_model
 
 LOG_DIR = "openrlhf_logs"
@@ -46,6 +49,11 @@ _STATUS = re.compile(r"Status for job '[^']*': ([A-Z]+)")
 _DONE_STATUS = {"succeeded": "SUCCEEDED", "failed": "FAILED", "was stopped": "STOPPED"}
 
 EntrypointOverride = Callable[[OpenRLHFJob], list[str]]
+EPOCH_FILTER_PLAN = (
+    "epoch_filter: `recipe run` runs each phase below as one job per epoch: after each, the prompts solved "
+    "by 0% or 100% of their rollouts (the agent's outcomes) leave the prompt file, re-entering with p = "
+    "epoch_filter_hard_p / epoch_filter_easy_p (seeded); the state is in OUT/openrlhf_data/epochs.json"
+)
 
 
 def conversion_command(config: StageConfig) -> list[str]:
@@ -72,8 +80,12 @@ def conversion_command(config: StageConfig) -> list[str]:
 def plan_commands(config: StageConfig, builder: JobBuilder) -> list[str]:
     """Shell lines for the stage: the data conversion, then each OpenRLHF job (notes as comments)."""
     lines = [shlex.join(conversion_command(config))]
+    if config.kind in RL_KINDS and config.epoch_filter:
+        lines.append(f"# {EPOCH_FILTER_PLAN}")
     for job in stage_jobs(config, builder):
         lines += [f"# note: {note}" for note in job.notes]
+        if job.agent:
+            lines.append(export_command(*job.agent))
         lines.append(job.shell())
     return lines
 
@@ -98,7 +110,8 @@ def _run(argv: list[str]) -> subprocess.CompletedProcess:
 def submit_job(job: OpenRLHFJob, entrypoint: list[str], job_id: str) -> None:
     ray = ray_cli()
     separator = job.submit.index("--")
-    argv = [ray, *job.submit[1:separator], "--submission-id", job_id, "--no-wait", "--", *entrypoint]
+    submit = with_token_env(job.submit[1:separator])
+    argv = [ray, *submit, "--submission-id", job_id, "--no-wait", "--", *expand_token_ref(entrypoint)]
     result = _run(argv)
     if result.returncode != 0:
         tail = (result.stderr or result.stdout).strip().splitlines()[-TAIL_LINES:]
@@ -197,7 +210,7 @@ def run_openrlhf_stage(
     started = time.time()
     rows = convert_stage_data(config, data_path)
     jobs = stage_jobs(config, builder)
-    if config.kind in RL_KINDS:
+    if config.kind in RL_KINDS and not config.epoch_filter:  # epoch filtering writes a file per epoch
         samples = phase_samples(config)
         write_phase_files(
             data_path, samples, [phase_data_path(config, k) for k in range(len(samples))], config.seed
@@ -224,15 +237,11 @@ def run_openrlhf_stage(
             },
         )
 
-    done = completed_jobs(out)
-    for job in jobs:
-        earlier = done.get(job.name)
-        if earlier and earlier.get("command") == job.argv and (Path(job.output_dir) / "config.json").is_file():
-            records.append({**earlier, "reused": True})  # a rerun continues after the last finished phase
-            console.print(f"[dim]skip[/] {job.name}: job {earlier['job_id']} already produced {job.output_dir}")
-            continue
+    def run_job(job: OpenRLHFJob) -> None:
         for note in job.notes:
             print_warning(f"{job.name}: {note}")
+        if job.agent:
+            export(*job.agent, origin=f"the runner, for job {job.name}")
         job_id = _job_id(job.name)
         address = job.submit[job.submit.index("--address") + 1]
         log_path = out / LOG_DIR / f"{job_id}.log"
@@ -272,6 +281,18 @@ def run_openrlhf_stage(
                 f"stage {stage_name(config)}: OpenRLHF job {job_id} ({job.name}) ended {record['status']}; "
                 f"last log lines:\n" + "\n".join(tail)
             )
+
+    if config.kind in RL_KINDS and config.epoch_filter:
+        run_epoch_jobs(config, run_job)  # one job per epoch, resumable from its own state file
+    else:
+        done = completed_jobs(out)
+        for job in jobs:
+            earlier = done.get(job.name)
+            if earlier and earlier.get("command") == job.argv and (Path(job.output_dir) / "config.json").is_file():
+                records.append({**earlier, "reused": True})  # a rerun continues after the last finished phase
+                console.print(f"[dim]skip[/] {job.name}: job {earlier['job_id']} already produced {job.output_dir}")
+                continue
+            run_job(job)
     if not (out / "config.json").is_file():
         print_warning(
             f"{out}: no config.json after the jobs; is {out.parent} on a filesystem the cluster shares?"
