@@ -37,6 +37,7 @@ from cascade_cli.config.sft import SFTConfig
 from cascade_cli.engines.openrlhf.cluster import role_layout, submit_prefix
 from cascade_cli.engines.openrlhf.validate import check_cluster, check_rl_cluster, validate_args
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.real_models import cache_target, is_real_spec
 from cascade_cli.tiny import default_cache_dir, is_tiny_spec, tiny_seed
 
 DATA_DIR = "openrlhf_data"
@@ -72,6 +73,8 @@ def model_ref(value: str) -> str:
     submitting); anything else is a path, made absolute for the Ray job."""
     if is_tiny_spec(value):
         return str((default_cache_dir() / f"tiny-{tiny_seed(value)}").resolve())
+    if is_real_spec(value):
+        return str(cache_target(value, default_cache_dir()).resolve())
     if _HUB_ID.match(value) and not Path(value).exists():
         return value
     return str(Path(value).expanduser().resolve())
