@@ -24,9 +24,7 @@ def test_smollm2_is_a_plain_hf_checkpoint_with_our_template(smollm2_dir: Path):
     assert (smollm2_dir / "chat_template.jinja").read_text() == chat.CHAT_TEMPLATE
 
 
-def test_smollm2_resolves_from_the_cache_and_answers(smollm2_dir: Path):
-    import torch
-
+def test_smollm2_resolves_from_the_cache(smollm2_dir: Path):
     from cascade_cli.engines.local.model_io import load_model, load_tokenizer
 
     began = time.perf_counter()
@@ -37,11 +35,36 @@ def test_smollm2_resolves_from_the_cache_and_answers(smollm2_dir: Path):
     assert tokenizer.pad_token_id != tokenizer.eos_token_id
     model = load_model("smollm2-135m")
     assert sum(p.numel() for p in model.parameters()) == 134_515_008
-    prompt = chat.render_prompt("What is the capital of France? Answer in one word.", "no_think", tokenizer)
-    ids = tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
+
+
+def test_llama_gqa_attention_matches_eager_on_a_left_padded_batch(smollm2_dir: Path):
+    """SmolLM2 is a Llama with 9 query and 3 KV heads: the CPU `gqa_sdpa` path gives eager's logits on the
+    real tokens of a left-padded batch, and the rollout loop's greedy tokens are transformers' own."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from cascade_cli.engines.local.fast_attention import left_pad
+    from cascade_cli.engines.local.generation import Generator
+    from cascade_cli.engines.local.model_io import load_model, load_tokenizer
+
+    tokenizer, fast = load_tokenizer(smollm2_dir), load_model(smollm2_dir)
+    assert fast.config._attn_implementation == "cascade_gqa_sdpa"
+    eager = AutoModelForCausalLM.from_pretrained(smollm2_dir, attn_implementation="eager", dtype=torch.float32)
+    prompts = [chat.render_prompt(q, "no_think") for q in ("Name a colour.", "What is the capital of France?")]
+    ids, mask = left_pad([tokenizer.encode(p, add_special_tokens=False) for p in prompts], tokenizer.pad_token_id)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
     with torch.no_grad():
-        out = model.generate(**ids, max_new_tokens=8, do_sample=False, eos_token_id=tokenizer.eos_token_id)
-    assert "Paris" in tokenizer.decode(out[0, ids["input_ids"].shape[1] :])
+        ours = fast(input_ids=ids, attention_mask=mask, position_ids=positions).logits[mask.bool()]
+        theirs = eager(input_ids=ids, attention_mask=mask, position_ids=positions).logits[mask.bool()]
+    assert torch.isfinite(ours).all() and (ours - theirs).abs().max() < 1e-3
+    [[completion]] = Generator.from_model(fast, tokenizer, seed=0, max_batch_size=4).generate(
+        prompts[1:], n=1, max_new_tokens=8, temperature=0.0
+    )
+    single = tokenizer(prompts[1], return_tensors="pt", add_special_tokens=False)
+    with torch.no_grad():
+        expected = eager.generate(**single, max_new_tokens=8, do_sample=False, pad_token_id=tokenizer.pad_token_id)
+    assert "Paris" in completion.text  # the dequantized model still answers
+    assert completion.text == tokenizer.decode(expected[0, single["input_ids"].shape[1] :], skip_special_tokens=True)
 
 
 def test_specs_are_embedded():

@@ -28,6 +28,15 @@ GGUF_MAGIC = b"GGUF"
 PAD_TOKEN = "<|endoftext|>"
 
 
+# The hub original of each embedded real model (the model card's `base_model`).
+HUB_IDS = {SMOLLM2: "HuggingFaceTB/SmolLM2-135M-Instruct"}
+
+
+def hub_id(spec: str) -> str:
+    """The hub id a spec stands for (`smollm2-135m` -> HuggingFaceTB/SmolLM2-135M-Instruct); others as is."""
+    return HUB_IDS.get(spec.strip(), spec)
+
+
 def is_real_spec(spec: object) -> bool:
     return isinstance(spec, str) and (spec.strip() == SMOLLM2 or spec.strip().startswith(GGUF_PREFIX))
 
