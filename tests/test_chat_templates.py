@@ -155,3 +155,17 @@ def test_sft_saves_the_template_it_trained_with(smollm2_dir, tmp_path, cli):
     assert result.exit_code == 0, result.output
     assert (out / "chat_template.jinja").read_text() == LLAMA3
     assert not chat.uses_own_template(load_tokenizer(smollm2_dir))  # and SmolLM2's stays ours (see e2e)
+
+
+def test_openrlhf_sft_keeps_a_non_chatml_template(smollm2_dir, tmp_path):
+    """OpenRLHF SFT gets our template for a ChatML init and none for an init with its own (rows carry flags)."""
+    from cascade_cli.config.sft import SFTConfig
+    from cascade_cli.engines.openrlhf.jobs import sft_jobs
+
+    def template_flag(init: Path) -> list[str]:
+        config = SFTConfig(engine="openrlhf", data="d.jsonl", init=str(init), out=str(tmp_path / "sft"))
+        args = sft_jobs(config)[0].args
+        return args[args.index("--data.tokenizer_chat_template") :][:2] if "--data.tokenizer_chat_template" in args else []
+
+    assert template_flag(smollm2_dir) == ["--data.tokenizer_chat_template", chat.CHAT_TEMPLATE]
+    assert template_flag(model_with_template(smollm2_dir, tmp_path / "llama", LLAMA3)) == []

@@ -18,8 +18,10 @@ Real models (`tokenizer=` on the render functions):
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 Mode = Literal["think", "no_think"]
@@ -101,7 +103,17 @@ def flagged_messages(messages: list[dict[str, Any]], mode: str) -> list[dict[str
 
 # ---- whose template renders: ours (ChatML) or the tokenizer's own --------------------------------------
 
-_CHATML: dict[str, bool] = {}  # template text -> renders ChatML
+@functools.lru_cache(maxsize=64)
+def template_is_chatml(template: str) -> bool:
+    """True when a jinja chat template renders a user turn as `<|im_start|>user\n...<|im_end|>`."""
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    try:
+        rendered, _ = render_jinja_template([[{"role": "user", "content": "hi"}]], chat_template=template)
+        probe = rendered[0]
+    except Exception:  # a template that cannot render a lone user turn is not ChatML either
+        probe = ""
+    return f"{IM_START}user\nhi" in probe and IM_END in probe
 
 
 def uses_own_template(tokenizer: Any) -> bool:
@@ -110,15 +122,17 @@ def uses_own_template(tokenizer: Any) -> bool:
     template = getattr(tokenizer, "chat_template", None) if tokenizer is not None else None
     if not isinstance(template, str) or not template or template == CHAT_TEMPLATE:
         return False
-    if template not in _CHATML:
-        try:
-            probe = tokenizer.apply_chat_template(
-                [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True
-            )
-        except Exception:  # a template that cannot render a lone user turn is not ChatML either
-            probe = ""
-        _CHATML[template] = f"{IM_START}user\nhi" in probe and IM_END in probe
-    return not _CHATML[template]
+    return not template_is_chatml(template)
+
+
+def saved_template(model_dir: str | Path) -> str | None:
+    """The chat template saved with a checkpoint directory (chat_template.jinja or tokenizer_config.json)."""
+    model_dir = Path(model_dir)
+    if (model_dir / "chat_template.jinja").is_file():
+        return (model_dir / "chat_template.jinja").read_text()
+    config = model_dir / "tokenizer_config.json"
+    template = json.loads(config.read_text()).get("chat_template") if config.is_file() else None
+    return template if isinstance(template, str) and template else None
 
 
 def adopt_template(tokenizer: Any) -> bool:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cascade_cli.chat import CHAT_TEMPLATE
+from cascade_cli.chat import CHAT_TEMPLATE, saved_template, template_is_chatml
 from cascade_cli.config.common import StageConfig
 from cascade_cli.config.grpo import GRPOConfig, PhaseConfig, RLVRConfig, resolve_phases
 from cascade_cli.config.rlhf import RLHFConfig
@@ -122,6 +122,12 @@ def _ckpt_args(out: Path, save_every: int) -> list[str]:
 # ---- sft / reward_model: one deepspeed job ----
 
 
+def _template_args(model: str) -> list[str]:
+    """`--data.tokenizer_chat_template` ours, except for a local init whose saved template is not ChatML."""
+    own = saved_template(model) if Path(model).is_dir() else None
+    return [] if own and not template_is_chatml(own) else ["--data.tokenizer_chat_template", CHAT_TEMPLATE]
+
+
 def _deepspeed_job(
     config: SFTConfig | RewardModelConfig, cli: str, global_batch: int, save_every: int, data_args: list[str]
 ) -> OpenRLHFJob:
@@ -145,9 +151,9 @@ def _deepspeed_job(
         "--min_lr_ratio", _float(config.min_lr / config.lr if config.lr else 0.0),
         "--max_norm", _float(config.max_grad_norm),
         "--data.apply_chat_template",
-        # Our template (ChatML + /think, /no_think): the base model's own would differ. OpenRLHF saves the
-        # tokenizer with it, so the RL stages that start from this output render prompts the same way.
-        "--data.tokenizer_chat_template", CHAT_TEMPLATE,
+        # Our template (ChatML + /think, /no_think) unless the init carries a non-ChatML one of its own (rows
+        # carry their flags). OpenRLHF saves the tokenizer with it, so RL stages render prompts the same way.
+        *_template_args(model_ref(str(config.init))),
     ]
     if config.tensorboard:
         args += ["--logger.tensorboard_dir", str(out / "tensorboard")]
