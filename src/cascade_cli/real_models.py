@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from cascade_cli import chat
+from cascade_cli.console import console
 from cascade_cli.errors import CascadeUsageError
 
 SMOLLM2 = "smollm2-135m"
@@ -105,6 +106,7 @@ def convert_gguf(spec: str, source: Path, out_dir: Path) -> None:
 
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
+    console.print(f"{spec}: converting {source.name} once into a plain HF checkpoint (cached for later runs)")
     started = time.time()
     folder, name = str(source.parent), source.name
     try:

@@ -69,8 +69,8 @@ class OpenRLHFJob:
 
 
 def model_ref(value: str) -> str:
-    """A hub id stays as is; `tiny`/`tiny:SEED` is its cache directory (the runner builds it before
-    submitting); anything else is a path, made absolute for the Ray job."""
+    """A hub id stays as is; `tiny`/`tiny:SEED`, `smollm2-135m` and `gguf:PATH` are their cache directories
+    (the runner builds them before submitting); anything else is a path, made absolute for the Ray job."""
     if is_tiny_spec(value):
         return str((default_cache_dir() / f"tiny-{tiny_seed(value)}").resolve())
     if is_real_spec(value):
