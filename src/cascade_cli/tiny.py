@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import tempfile
 from pathlib import Path
 
 from cascade_cli import chat
@@ -155,32 +153,32 @@ def _looks_like_path(init: str) -> bool:
     return init.startswith(("/", ".", "~")) or init.endswith("/") or init.count("/") > 1
 
 
+def is_embedded_spec(spec: object) -> bool:
+    """True for every spec the cache builds: `tiny`, `tiny:SEED`, `smollm2-135m`, `gguf:PATH`."""
+    from cascade_cli import real_models
+
+    return is_tiny_spec(spec) or real_models.is_real_spec(spec)
+
+
 def resolve_model(init: str, cache_dir: str | Path | None = None) -> Path:
     """Where to load `init` from.
 
-    `tiny`/`tiny:SEED` are built once into `cache_dir/tiny-SEED` (atomically, so parallel callers are safe)
-    and that directory is returned. An existing local directory is returned as is. Anything else that reads
-    as a hub id (`org/name`) comes back unchanged as `Path(init)`; `str()` of it is the id again.
+    `tiny`/`tiny:SEED` are built once into `cache_dir/tiny-SEED`; `smollm2-135m` and `gguf:PATH` are
+    converted once into a plain HF checkpoint (`cascade_cli.real_models`); both atomically, so parallel
+    callers are safe, and that directory is returned. An existing local directory is returned as is.
+    Anything else that reads as a hub id (`org/name`) comes back unchanged as `Path(init)`; `str()` of it
+    is the id again.
     """
+    from cascade_cli import real_models
+    from cascade_cli.model_cache import build_once
+
     init = str(init).strip()
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    if real_models.is_real_spec(init):
+        return real_models.resolve(init, root)
     if is_tiny_spec(init):
-        seed = tiny_seed(init)
-        root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-        target = root / f"tiny-{seed}"
-        if (target / MARKER_NAME).is_file():
-            return target
-        root.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".tiny-{seed}-", dir=root))
-        try:
-            build_tiny(init, staging)
-            try:
-                os.replace(staging, target)
-            except OSError:
-                if not (target / MARKER_NAME).is_file():  # someone else won the race with a complete build
-                    raise
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-        return target
+        target = root / f"tiny-{tiny_seed(init)}"
+        return build_once(target, MARKER_NAME, lambda staging: build_tiny(init, staging))
     local = Path(init).expanduser()
     if local.exists():
         if not (local / "config.json").is_file():
@@ -188,7 +186,7 @@ def resolve_model(init: str, cache_dir: str | Path | None = None) -> Path:
         return local
     if _looks_like_path(init) or not init:
         raise CascadeUsageError(
-            f"model {init}: not found (expected `tiny`, `tiny:SEED`, a local "
-            "checkpoint directory or a hub id like org/name)"
+            f"model {init}: not found (expected `tiny`, `tiny:SEED`, `smollm2-135m`, `gguf:FILE.gguf`, "
+            "a local checkpoint directory or a hub id like org/name)"
         )
     return Path(init)

@@ -45,7 +45,8 @@ class StageConfig:
     name: str = ""
     # local (this process) or openrlhf (OpenRLHF jobs on a Ray cluster; see cluster.*).
     engine: str = "local"
-    # Start model: tiny, tiny:SEED, a checkpoint directory or a hub id (recipe: the previous stage's out).
+    # Start model: tiny, tiny:SEED, smollm2-135m, gguf:FILE.gguf, a checkpoint directory or a hub id
+    # (recipe: the previous stage's out).
     init: str | None = None
     # Output directory (recipe: RUN_DIR/STAGE_NAME).
     out: str | None = None

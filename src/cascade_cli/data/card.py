@@ -57,6 +57,8 @@ def load_tokenizer(spec: str) -> Any:
 
     if tiny.is_tiny_spec(spec):
         return tiny.build_tokenizer()
+    if tiny.is_embedded_spec(spec):
+        spec = str(tiny.resolve_model(spec))  # `smollm2-135m`, `gguf:PATH`: converted once
     try:
         from transformers import AutoTokenizer
 

@@ -77,10 +77,10 @@ def evaluate_checkpoint(
     8 IF/code; mode: no_think for IFEval). Writes `results.json` and `samples.jsonl` under `out_dir` when given.
     """
     settings = settings or EvalSettings()
-    from cascade_cli.tiny import is_tiny_spec, resolve_model
+    from cascade_cli.tiny import is_embedded_spec, resolve_model
 
-    if is_tiny_spec(str(model_dir)):
-        model_dir = resolve_model(str(model_dir))  # `tiny` / `tiny:SEED`, built offline
+    if is_embedded_spec(str(model_dir)):
+        model_dir = resolve_model(str(model_dir))  # `tiny`, `smollm2-135m`, `gguf:PATH`: built offline
     model_dir = require_model_dir(model_dir, "checkpoint")
     specs = [b for b in benchmarks if isinstance(b, Benchmark)] if isinstance(benchmarks, list) else []
     names = [b for b in benchmarks if isinstance(b, str)] if isinstance(benchmarks, list) else benchmarks
@@ -99,7 +99,7 @@ def evaluate_checkpoint(
             rows = rows_by_name[bench.name]
             bench_k = settings.k or bench.default_k
             bench_mode = check_mode(settings.mode or bench.mode)
-            prompts = [render_prompt(row["prompt"], bench_mode) for row in rows]
+            prompts = [render_prompt(row["prompt"], bench_mode, generator.tokenizer) for row in rows]
             if progress:
                 progress(bench.name, 0, len(rows))
             t0 = time.time()

@@ -14,7 +14,7 @@ class RecipeConfig:
     name: str = "cascade"
     # One paragraph on what the recipe trains (shown by `recipe list`).
     description: str = ""
-    model: str = MISSING  # `tiny`, `tiny:SEED`, a local HF checkpoint, or a hub id
+    model: str = MISSING  # `tiny`, `tiny:SEED`, `smollm2-135m`, `gguf:FILE.gguf`, a local HF checkpoint, or a hub id
     # Where the stages, evals, run.json and the report go.
     run_dir: str = "runs/${name}"
     # Seed every stage starts from unless it sets its own.

@@ -42,7 +42,7 @@ from cascade_cli.engines.local import checkpoint, rl_data, rl_rewards
 from cascade_cli.engines.local.generation import Generator
 from cascade_cli.engines.local.logprobs import response_hidden, token_logprobs
 from cascade_cli.engines.local.losses import grpo_loss
-from cascade_cli.engines.local.model_io import configure_threads, quiet_transformers
+from cascade_cli.engines.local.model_io import configure_threads, load_tokenizer, quiet_transformers
 from cascade_cli.engines.local.rl_data import PromptSampler, prompt_mode, render_row
 from cascade_cli.engines.local.rl_rewards import Group, RewardHook
 from cascade_cli.errors import CascadeUsageError
@@ -126,7 +126,7 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
 
 def generate_groups(run: Run, indices: list[int], positions: list[int], phase: PhaseConfig) -> list[Group]:
     modes = [prompt_mode(run.mode, run.rows[i], p) for i, p in zip(indices, positions, strict=True)]
-    prompts = [render_row(run.rows[i], m) for i, m in zip(indices, modes, strict=True)]
+    prompts = [render_row(run.rows[i], m, run.tokenizer) for i, m in zip(indices, modes, strict=True)]
     outputs = run.generator.generate(
         prompts, n=run.config.group_size, max_new_tokens=phase.max_response_len, temperature=phase.temperature,
         top_p=run.config.top_p, top_k=run.config.top_k,
@@ -291,7 +291,7 @@ def build_run(
     eval_rows: list[dict[str, Any]] | None,
 ) -> Run:
     """Policy, frozen reference, optimizer and prompt sampler, seeded by `config.seed` (no generator yet)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     check_config(config, mode)
     init = str(require_model_dir(resolve_model(config.init or ""), "init checkpoint"))
@@ -301,7 +301,7 @@ def build_run(
     configure_threads()
     quiet_transformers()
     torch.manual_seed(config.seed)
-    tokenizer = AutoTokenizer.from_pretrained(init)
+    tokenizer = load_tokenizer(init)  # a pad token and, for ChatML, the project's template
     pad = tokenizer.pad_token_id
     policy = AutoModelForCausalLM.from_pretrained(init, dtype=dtype).to(device)
     policy.train()
@@ -328,7 +328,7 @@ def evaluate(run: Run) -> dict[str, float]:
     config = run.config
     rows = run.eval_rows[: config.eval_limit] if config.eval_limit else run.eval_rows
     modes = [prompt_mode(run.mode, row, i) for i, row in enumerate(rows)]
-    prompts = [render_row(row, m) for row, m in zip(rows, modes, strict=True)]
+    prompts = [render_row(row, m, run.tokenizer) for row, m in zip(rows, modes, strict=True)]
     max_new = config.eval_max_new_tokens or run.phases[-1].max_response_len
     outputs = run.generator.generate(prompts, n=1, max_new_tokens=max_new, temperature=0.0)
     records = [

@@ -30,8 +30,9 @@ def resolve_prompt_file(path: str | Path) -> Path:
     return resolve_rows_path(path, names=(HELDOUT_FILE, DATA_FILE))
 
 
-def load_math_prompts(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
-    """Rows {id, prompt (rendered text), mode, label} from canonical math rows (prompt or messages)."""
+def load_math_prompts(path: str | Path, limit: int | None = None, tokenizer: Any = None) -> list[dict[str, Any]]:
+    """Rows {id, prompt (rendered text), mode, label} from canonical math rows (prompt or messages), rendered
+    with the project's ChatML or `tokenizer`'s own non-ChatML template."""
     path = resolve_prompt_file(path)
     prompts = []
     for line, row in iter_rows(path):
@@ -51,7 +52,7 @@ def load_math_prompts(path: str | Path, limit: int | None = None) -> list[dict[s
             raise CascadeUsageError(f"{where}: expected `prompt` or `messages`; found keys {sorted(row)}")
         messages = prompt_messages(row_prompt(row))
         try:
-            text = render_messages(messages, mode=mode, add_generation_prompt=True)
+            text = render_messages(messages, mode=mode, add_generation_prompt=True, tokenizer=tokenizer)
         except ValueError as error:
             raise CascadeUsageError(f"{where}: {error}") from None
         prompts.append({"id": row.get("id", f"row{line}"), "prompt": text, "mode": mode, "label": label})
@@ -72,9 +73,8 @@ def generate_greedy(
     model, tokenizer, prompts: list[str], max_new_tokens: int, batch_size: int
 ) -> list[tuple[str, str]]:
     """(response text, finish_reason) per prompt; left-padded batches, greedy decoding, stop at <|im_end|>."""
-    stop_ids = [tokenizer.convert_tokens_to_ids(IM_END)]
-    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in stop_ids:
-        stop_ids.append(tokenizer.eos_token_id)
+    stop_ids = [tokenizer.convert_tokens_to_ids(IM_END), tokenizer.eos_token_id]
+    stop_ids = list(dict.fromkeys(i for i in stop_ids if i is not None and i != tokenizer.unk_token_id))
     side = tokenizer.padding_side
     tokenizer.padding_side = "left"
     was_training = model.training

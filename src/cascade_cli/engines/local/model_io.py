@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from cascade_cli.chat import adopt_template
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.tiny import resolve_model
 
@@ -114,7 +115,8 @@ def load_model(
 
 
 def load_tokenizer(init: str | Path, cache_dir: str | Path | None = None):
-    """The tokenizer saved with a checkpoint; guarantees a pad token (falls back to eos)."""
+    """The tokenizer saved with a checkpoint; guarantees a pad token (falls back to eos). A ChatML tokenizer
+    gets the project's chat template (`chat.adopt_template`), so the checkpoints saved with it carry it."""
     from transformers import AutoTokenizer
 
     quiet_transformers()
@@ -125,4 +127,5 @@ def load_tokenizer(init: str | Path, cache_dir: str | Path | None = None):
         raise CascadeUsageError(f"tokenizer {init}: cannot load ({error})") from None
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
+    adopt_template(tokenizer)
     return tokenizer

@@ -56,17 +56,18 @@ def prompt_mode(setting: str, row: dict[str, Any], position: int) -> str:
     return setting
 
 
-def render_row(row: dict[str, Any], mode: str) -> str:
-    return render_prompt(row_prompt(row), mode)
+def render_row(row: dict[str, Any], mode: str, tokenizer: Any = None) -> str:
+    """The prompt text of a row in `mode`: the project's ChatML, or `tokenizer`'s own non-ChatML template."""
+    return render_prompt(row_prompt(row), mode, tokenizer)
 
 
 def fit_prompts(rows: list[dict[str, Any]], path: str | None, mode: str, tokenizer: Any, limit: int) -> list[dict]:
     """Drop rows whose rendered prompt exceeds `limit` tokens (max_prompt_len, with a warning); keep their order."""
-    kept = [
-        row
-        for index, row in enumerate(rows)
-        if len(tokenizer.encode(render_row(row, prompt_mode(mode, row, index)), add_special_tokens=False)) <= limit
-    ]
+    def length(row: dict[str, Any], index: int) -> int:
+        text = render_row(row, prompt_mode(mode, row, index), tokenizer)
+        return len(tokenizer.encode(text, add_special_tokens=False))
+
+    kept = [row for index, row in enumerate(rows) if length(row, index) <= limit]
     if len(kept) < len(rows):
         print_warning(f"{path}: {len(rows) - len(kept)} rows longer than max_prompt_len are skipped")
     if not kept:

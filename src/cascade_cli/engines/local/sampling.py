@@ -11,10 +11,10 @@ from cascade_cli.data.pass_rate import Sampler
 def generator_sampler(config: Any) -> tuple[Sampler, Callable[[], None]]:
     """(sample(prompts, n) -> [[(text, finish_reason), ...], ...], close) for the config's checkpoint."""
     from cascade_cli.engines.local.generation import Generator
-    from cascade_cli.tiny import is_tiny_spec, resolve_model
+    from cascade_cli.tiny import is_embedded_spec, resolve_model
 
     init = str(config.init)
-    model = str(resolve_model(init)) if is_tiny_spec(init) else init
+    model = str(resolve_model(init)) if is_embedded_spec(init) else init
     generator = Generator(model, backend=config.backend, seed=config.seed)
 
     def sample(prompts: list[str], n: int) -> list[list[tuple[str, str]]]:

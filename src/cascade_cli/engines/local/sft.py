@@ -131,7 +131,7 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
             f", {examples.dropped} dropped (no assistant token left)"
         )
     eval_prompts = (
-        heldout_eval.load_math_prompts(config.eval_prompts, config.eval_limit)
+        heldout_eval.load_math_prompts(config.eval_prompts, config.eval_limit, tokenizer)
         if config.eval_prompts
         else None
     )

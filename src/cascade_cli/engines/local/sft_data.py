@@ -78,7 +78,7 @@ class Examples:
 
 def load_examples(path: str | Path, tokenizer, max_seq_len: int, chunk: int = 512) -> Examples:
     """Read SFT rows (a .jsonl/.json/.parquet file or a prepare-data folder), render each row with its mode
-    and tokenize segment by segment."""
+    (the project's ChatML, or the tokenizer's own non-ChatML template) and tokenize segment by segment."""
     path = resolve_rows_path(path)
     pieces: list[tuple[str, bool]] = []
     owners: list[int] = []
@@ -87,7 +87,7 @@ def load_examples(path: str | Path, tokenizer, max_seq_len: int, chunk: int = 51
         where = f"{path}: row {number}"
         messages, mode = row_conversation(row, where)
         try:
-            segments = render_segments(messages, mode=mode, tools=row.get("tools"))
+            segments = render_segments(messages, mode=mode, tools=row.get("tools"), tokenizer=tokenizer)
         except ValueError as error:
             raise CascadeUsageError(f"{where}: {error}") from None
         pieces.extend(segments)

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cascade_cli.chat import CHAT_TEMPLATE
+from cascade_cli.chat import CHAT_TEMPLATE, saved_template, template_is_chatml
 from cascade_cli.config.common import StageConfig
 from cascade_cli.config.grpo import GRPOConfig, PhaseConfig, RLVRConfig, resolve_phases
 from cascade_cli.config.rlhf import RLHFConfig
@@ -44,6 +44,7 @@ from cascade_cli.config.sft import SFTConfig
 from cascade_cli.engines.openrlhf.cluster import role_layout, submit_prefix
 from cascade_cli.engines.openrlhf.validate import check_cluster, check_rl_cluster, validate_args
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.real_models import cache_target, is_real_spec
 from cascade_cli.serve_auth import TOKEN_ENV, TOKEN_REF, url_with_token_ref
 from cascade_cli.tiny import default_cache_dir, is_tiny_spec, tiny_seed
 
@@ -86,10 +87,12 @@ def _shell_word(arg: str) -> str:
 
 
 def model_ref(value: str) -> str:
-    """A hub id stays as is; `tiny`/`tiny:SEED` is its cache directory (the runner builds it before
-    submitting); anything else is a path, made absolute for the Ray job."""
+    """A hub id stays as is; `tiny`/`tiny:SEED`, `smollm2-135m` and `gguf:PATH` are their cache directories
+    (the runner builds them before submitting); anything else is a path, made absolute for the Ray job."""
     if is_tiny_spec(value):
         return str((default_cache_dir() / f"tiny-{tiny_seed(value)}").resolve())
+    if is_real_spec(value):
+        return str(cache_target(value, default_cache_dir()).resolve())
     if _HUB_ID.match(value) and not Path(value).exists():
         return value
     return str(Path(value).expanduser().resolve())
@@ -137,6 +140,12 @@ def _ckpt_args(out: Path, save_every: int) -> list[str]:
 # ---- sft / reward_model: one deepspeed job ----
 
 
+def _template_args(model: str) -> list[str]:
+    """`--data.tokenizer_chat_template` ours, except for a local init whose saved template is not ChatML."""
+    own = saved_template(model) if Path(model).is_dir() else None
+    return [] if own and not template_is_chatml(own) else ["--data.tokenizer_chat_template", CHAT_TEMPLATE]
+
+
 def _deepspeed_job(
     config: SFTConfig | RewardModelConfig, cli: str, global_batch: int, save_every: int, data_args: list[str]
 ) -> OpenRLHFJob:
@@ -160,9 +169,9 @@ def _deepspeed_job(
         "--min_lr_ratio", _float(config.min_lr / config.lr if config.lr else 0.0),
         "--max_norm", _float(config.max_grad_norm),
         "--data.apply_chat_template",
-        # Our template (ChatML + /think, /no_think): the base model's own would differ. OpenRLHF saves the
-        # tokenizer with it, so the RL stages that start from this output render prompts the same way.
-        "--data.tokenizer_chat_template", CHAT_TEMPLATE,
+        # Our template (ChatML + /think, /no_think) unless the init carries a non-ChatML one of its own (rows
+        # carry their flags). OpenRLHF saves the tokenizer with it, so RL stages render prompts the same way.
+        *_template_args(model_ref(str(config.init))),
     ]
     if config.tensorboard:
         args += ["--logger.tensorboard_dir", str(out / "tensorboard")]

@@ -38,7 +38,7 @@ from cascade_cli.engines.openrlhf.jobs import (
 )
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
 from cascade_cli.serve_auth import expand_token_ref, with_token_env
-from cascade_cli.tiny import is_tiny_spec, resolve_model
+from cascade_cli.tiny import is_embedded_spec, resolve_model
 
 LOG_DIR = "openrlhf_logs"
 TAIL_LINES = 40
@@ -200,8 +200,8 @@ def run_openrlhf_stage(
             print(line)
         return {"dry_run": True, "commands": commands}
 
-    if is_tiny_spec(str(config.init)):
-        resolve_model(str(config.init))  # build the embedded tiny model where model_ref points
+    if is_embedded_spec(str(config.init)):
+        resolve_model(str(config.init))  # build the embedded model where model_ref points
     warning = init_template_warning(config)
     if warning:
         print_warning(warning)
