@@ -126,3 +126,13 @@ def load_tokenizer(init: str | Path, cache_dir: str | Path | None = None):
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
+
+
+def prepare_for_training(model, config, tokens: int, keep: tuple[str, ...] = ()):
+    """`config.gradient_checkpointing` (for micro-batches of `tokens` positions) and `config.lora` (`keep`:
+    modules that train fully under LoRA) applied to `model`, in place; returns it."""
+    from cascade_cli.engines.local import grad_checkpointing, lora
+
+    device = next(model.parameters()).device.type
+    grad_checkpointing.enable(model, config.gradient_checkpointing, tokens, device)
+    return lora.apply(model, config.lora, keep)
