@@ -219,3 +219,21 @@ def test_killed_lora_run_resumes_exactly(setup, tmp_path, trainer):  # noqa: F81
     assert metrics(tmp_path / "killed") == metrics(tmp_path / "straight")
     expected, found = weights(tmp_path / "straight"), weights(tmp_path / "killed")
     assert expected.keys() == found.keys() and all(found[k].equal(expected[k]) for k in expected)
+
+
+def test_recipe_defaults_and_overrides_set_nested_lora_keys(tmp_path):
+    from cascade_cli.errors import CascadeUsageError
+    from cascade_cli.recipe.loader import load_recipe
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(
+        "model: tiny\n"
+        f"run_dir: {tmp_path}/run\n"
+        "defaults:\n  lora: {r: 8, alpha: 32}\n  gradient_checkpointing: true\n"
+        "stages:\n  a: {kind: sft, data: x.jsonl}\n  b: {kind: reward_model, data: p.jsonl}\n"
+    )
+    a, b = load_recipe(str(recipe), ["stages.a.lora.r=4"]).stages
+    assert (a.config.lora.r, a.config.lora.alpha, b.config.lora.r) == (4, 32, 8)
+    assert a.config.gradient_checkpointing == b.config.gradient_checkpointing == "true"
+    with pytest.raises(CascadeUsageError, match=r"stages.b: lora.r: expected 0 \(off\) or a positive rank"):
+        load_recipe(str(recipe), ["stages.b.lora.r=-2"])
