@@ -88,6 +88,8 @@ def measure(
     done = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(WORKER), *args], capture_output=True, text=True, env=env
     )
+    if done.returncode < 0:  # the kernel's OOM killer, typically
+        return {"error": f"killed by signal {-done.returncode} (out of memory?)"}
     if done.returncode != 0:
         raise SystemExit(f"{path} worker failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])

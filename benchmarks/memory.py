@@ -11,6 +11,7 @@ each row as prompt + response, engines/local/grad_checkpointing.py). Each case r
 free at the start fails with an allocation error and is reported as such.
 
     python benchmarks/memory.py [--model smollm2-135m] [--batch 8] [--length 1024] [--chunk 1024] [--threads 1]
+                                [--cases full-off,chunked-off,full-on,chunked-on]
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ def main() -> None:
     parser.add_argument("--length", type=int, default=1024)
     parser.add_argument("--chunk", type=int, default=1024, help="positions per LM-head chunk (the GRPO default)")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--cases", default="full-off,chunked-off,full-on,chunked-on",
+                        help="comma-separated PATH-CHECKPOINTING cases to run")
     args = parser.parse_args()
     worker, model = _worker(), resolve(args.model)
     # Address-space limit per case: what is free now plus room for the libraries' mappings (not resident).
@@ -66,7 +69,8 @@ def main() -> None:
     print(f"{args.model} ({model}): one micro-batch of {args.batch} x {args.length} response tokens, "
           f"{free_bytes() / 2**30:.1f} GiB free, {args.threads} thread(s)")
     results = {}
-    for path, checkpointing in CASES:
+    wanted = {tuple(case.split("-")) for case in args.cases.split(",")}
+    for path, checkpointing in [case for case in CASES if (case[0], "on" if case[1] else "off") in wanted]:
         results[path, checkpointing] = result = worker.measure(
             path, 0, args.batch, args.length, args.chunk, model=model, checkpointing=checkpointing,
             threads=args.threads, limit_bytes=limit,
@@ -79,7 +83,7 @@ def main() -> None:
                   f"{result['peak_rss_mib']:8,.0f} MiB  {result['seconds']:6.1f} s", flush=True)
 
     def ratio(a: tuple[str, bool], b: tuple[str, bool], key: str) -> str:
-        if "error" in results[a] or "error" in results[b]:
+        if any("error" in results.get(case, {"error": "not run"}) for case in (a, b)):
             return "n/a"
         return f"{results[a][key] / results[b][key]:.3f}"
 

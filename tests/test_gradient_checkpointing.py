@@ -103,11 +103,11 @@ def test_smollm2_grpo_loss_gradients_are_the_same():
     same_gradients(model_io.load_model(SMOLLM2), grpo_micro_batch_loss, atol=1e-5)
 
 
-def test_auto_turns_on_only_when_activations_would_crowd_memory(tiny_dir, capsys):
+def test_auto_turns_on_only_when_activations_would_crowd_the_memory(tiny_dir, capsys):
     model = model_io.load_model(tiny_dir)
-    free = grad_checkpointing.free_memory_bytes("cpu")
+    memory = grad_checkpointing.memory_bytes("cpu")
     small = 1024
-    huge = int(free / grad_checkpointing.activation_bytes(model, 1)) + 1  # a micro-batch over all free memory
+    huge = int(memory / grad_checkpointing.activation_bytes(model, 1)) + 1  # activations over all the memory
     assert not grad_checkpointing.wanted("auto", model, small, "cpu")
     assert grad_checkpointing.wanted("auto", model, huge, "cpu")
     assert "gradient checkpointing on (auto)" in capsys.readouterr().err

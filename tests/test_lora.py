@@ -237,3 +237,59 @@ def test_recipe_defaults_and_overrides_set_nested_lora_keys(tmp_path):
     assert a.config.gradient_checkpointing == b.config.gradient_checkpointing == "true"
     with pytest.raises(CascadeUsageError, match=r"stages.b: lora.r: expected 0 \(off\) or a positive rank"):
         load_recipe(str(recipe), ["stages.b.lora.r=-2"])
+
+
+VLLM_SYNC = """
+import json, sys
+import torch
+from cascade_cli.config.common import LoRAConfig
+from cascade_cli.engines.local import lora, model_io
+from cascade_cli.engines.local.generation import Generator
+
+if __name__ == "__main__":
+    model_dir, prompts = sys.argv[1], ["What is 2+3?", "Name a colour.", "Count to four."]
+    torch.manual_seed(0)
+    model = lora.apply(model_io.load_model(model_dir), LoRAConfig(r=8))
+    tokenizer = model_io.load_tokenizer(model_dir)
+
+    def perturb():
+        for layer in lora.lora_layers(model).values():
+            torch.nn.init.normal_(layer.lora_B[lora.ADAPTER].weight, std=0.2)
+
+    def greedy(generator):
+        return [g[0].token_ids for g in generator.generate(prompts, max_new_tokens=12, temperature=0.0)]
+
+    hf = Generator.from_model(model, tokenizer)
+    perturb()
+    engine = Generator.for_policy(model, tokenizer, model_dir, backend="vllm", seed=0, max_batch_size=8)
+    first = (greedy(engine), greedy(hf))
+    perturb()
+    lora.sync_weights(model, engine)  # what every GRPO step does
+    second = (greedy(engine), greedy(hf))
+    engine.close()
+    print(json.dumps({"first": first, "second": second}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_vllm_gets_merged_lora_weights_at_start_and_every_sync(tiny_dir, tmp_path):
+    import os
+    import subprocess
+    import textwrap
+
+    from cascade_cli.engines.local.generation import vllm_available
+
+    if not vllm_available():
+        pytest.skip("vllm not installed")
+    script = tmp_path / "sync.py"
+    script.write_text(textwrap.dedent(VLLM_SYNC))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1] / "src"),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, str(script), str(tiny_dir)], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    (engine_first, hf_first), (engine_second, hf_second) = got["first"], got["second"]
+    assert engine_first == hf_first and engine_second == hf_second
+    assert hf_first != hf_second  # the adapters changed what the model says

@@ -100,7 +100,7 @@ class TrainerConfig(StageConfig):
     max_grad_norm: float = 1.0
     lora: LoRAConfig = field(default_factory=LoRAConfig)
     # Recompute each layer's activations in backward (~1/3 more compute, far less memory): true | false |
-    # auto (on when one micro-batch's activations would need over a quarter of the free memory).
+    # auto (on when one micro-batch's activations would need over a quarter of the RAM / GPU memory).
     gradient_checkpointing: str = "auto"
 
     def __post_init__(self) -> None:

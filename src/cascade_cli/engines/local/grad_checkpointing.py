@@ -7,10 +7,11 @@ write the cache twice), so the shared-prompt KV trick of `logprobs.response_hidd
 `joint_hidden` runs every row as prompt + response in one pass instead (the same numbers, the prompt computed
 once per row rather than once per group).
 
-`auto` turns checkpointing on when one micro-batch's activations (estimated from the model's shape; the
-constant is fit to benchmarks/memory.py on SmolLM2) would need more than a quarter of the free memory
-(MemAvailable on CPU, free device memory on GPU): off where memory is plentiful (it costs ~1/3 more compute),
-on before a long-sequence step would run out of memory.
+`auto` turns checkpointing on when one micro-batch's activations (estimated from the model's shape and the
+stage's longest micro-batch; the constant is fit to benchmarks/memory.py on SmolLM2) would need more than a
+quarter of the machine's memory (MemTotal on CPU, the device's memory on GPU): off where memory is plentiful
+(it costs ~1/3 more compute), on before a long-sequence step would run out of memory. Total, not free, memory:
+the choice must not flip between a run and its resume (the two paths round differently).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from cascade_cli.console import console
 # Bytes of saved activations per token, per layer, per (hidden + intermediate) unit, in float32, without
 # checkpointing: fit to benchmarks/memory.py (SmolLM2-135M, 8 x 1024 tokens, chunked log-probs).
 ACTIVATION_BYTES_PER_UNIT = 16.0
-FREE_MEMORY_SHARE = 0.25
+MEMORY_SHARE = 0.25
 
 
 def activation_bytes(model: Any, tokens: int) -> float:
@@ -38,13 +39,13 @@ def activation_bytes(model: Any, tokens: int) -> float:
     return ACTIVATION_BYTES_PER_UNIT * scale * tokens * layers * units
 
 
-def free_memory_bytes(device: str) -> float:
-    """Memory a new allocation can take now: free device memory on CUDA, MemAvailable on the host."""
+def memory_bytes(device: str) -> float:
+    """The memory training runs in: the CUDA device's total, else the host's MemTotal."""
     if device.startswith("cuda"):
-        return float(torch.cuda.mem_get_info()[0])
+        return float(torch.cuda.get_device_properties(torch.device(device)).total_memory)
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
+            if line.startswith("MemTotal:"):
                 return float(line.split()[1]) * 1024
     except OSError:  # pragma: no cover - not Linux
         pass
@@ -55,12 +56,12 @@ def wanted(setting: str, model: Any, tokens: int, device: str) -> bool:
     """Whether `gradient_checkpointing: setting` means on for one micro-batch of `tokens` positions."""
     if setting != "auto":
         return setting == "true"
-    need, free = activation_bytes(model, tokens), free_memory_bytes(device)
-    if need <= FREE_MEMORY_SHARE * free:
+    need, memory = activation_bytes(model, tokens), memory_bytes(device)
+    if need <= MEMORY_SHARE * memory:
         return False
     console.print(
-        f"gradient checkpointing on (auto): one micro-batch of {tokens:,} tokens needs ~{need / 2**30:.1f} GiB "
-        f"of activations, over {FREE_MEMORY_SHARE:.0%} of the {free / 2**30:.1f} GiB free"
+        f"gradient checkpointing on (auto): one micro-batch of up to {tokens:,} tokens needs ~{need / 2**30:.1f} "
+        f"GiB of activations, over {MEMORY_SHARE:.0%} of the {memory / 2**30:.1f} GiB {device} memory"
     )
     return True
 

@@ -51,6 +51,8 @@ def apply(model: Any, lora: LoRAConfig, keep: tuple[str, ...] = ()) -> Any:
 
 def lora_layers(model: Any) -> dict[str, Any]:
     """Module name -> peft LoRA layer, for every adapted layer of `model`."""
+    if not isinstance(model, torch.nn.Module):
+        return {}
     from peft.tuners.lora import LoraLayer
 
     return {name: module for name, module in model.named_modules() if isinstance(module, LoraLayer)}

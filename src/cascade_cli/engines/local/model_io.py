@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from cascade_cli.config.common import TrainerConfig
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.tiny import resolve_model
 
@@ -128,7 +129,7 @@ def load_tokenizer(init: str | Path, cache_dir: str | Path | None = None):
     return tokenizer
 
 
-def prepare_for_training(model, config, tokens: int, keep: tuple[str, ...] = ()):
+def prepare_for_training(model: Any, config: TrainerConfig, tokens: int, keep: tuple[str, ...] = ()) -> Any:
     """`config.gradient_checkpointing` (for micro-batches of `tokens` positions) and `config.lora` (`keep`:
     modules that train fully under LoRA) applied to `model`, in place; returns it."""
     from cascade_cli.engines.local import grad_checkpointing, lora
