@@ -24,8 +24,10 @@ import torch
 from cascade_cli.console import console
 
 # Bytes of saved activations per token, per layer, per (hidden + intermediate) unit, in float32, without
-# checkpointing: fit to benchmarks/memory.py (SmolLM2-135M, 8 x 1024 tokens, chunked log-probs).
-ACTIVATION_BYTES_PER_UNIT = 16.0
+# checkpointing. Fit to benchmarks/memory.py on SmolLM2-135M (30 layers, 576 + 1536 units), chunked log-probs:
+# peak growth 4,222 MiB at 8 x 256 and 7,073 MiB at 8 x 512 response tokens, 1.39 MiB per token = 23 bytes
+# per unit (linear in tokens: no T^2 attention term); 8 x 1024 (~12.8 GiB) did not fit in the 9 GiB free.
+ACTIVATION_BYTES_PER_UNIT = 23.0
 MEMORY_SHARE = 0.25
 
 
