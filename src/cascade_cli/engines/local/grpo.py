@@ -308,7 +308,8 @@ def build_run(
     policy.train()
     reference = lora.frozen_reference(policy) if config.kl_coef > 0 else None
     optimizer = torch.optim.AdamW(
-        [p for p in policy.parameters() if p.requires_grad], lr=config.lr, betas=(config.beta1, config.beta2), weight_decay=config.weight_decay
+        [p for p in policy.parameters() if p.requires_grad],  # under LoRA: the adapters only
+        lr=config.lr, betas=(config.beta1, config.beta2), weight_decay=config.weight_decay,
     )
     limit = config.max_prompt_len
     rows = rl_data.fit_prompts(rows, config.data, mode, tokenizer, limit)
