@@ -10,6 +10,11 @@ each row as prompt + response, engines/local/grad_checkpointing.py). Each case r
 (benchmarks/logprob_memory.py's worker), so its peak RSS is its own; a case that would not fit in the memory
 free at the start fails with an allocation error and is reported as such.
 
+Measured 2026-12-01 (SmolLM2-135M, 1 thread, a shared 23 GiB machine; peak RSS growth in MiB):
+    8 x 256:   full/off 5,328  chunked/off 4,222  full/on 3,571  chunked/on 2,032
+    8 x 1024:  full/off and chunked/off did not fit in the ~9 GiB free (chunked/off extrapolates to ~12.8 GiB:
+               1.39 MiB per token from 8 x 256 and 8 x 512), full/on 10,856, chunked/on 5,317 (0.49x full/on)
+
     python benchmarks/memory.py [--model smollm2-135m] [--batch 8] [--length 1024] [--chunk 1024] [--threads 1]
                                 [--cases full-off,chunked-off,full-on,chunked-on]
 """
