@@ -6,6 +6,10 @@ from dataclasses import dataclass, field
 
 from omegaconf import MISSING
 
+from cascade_cli.errors import CascadeUsageError
+
+GRADIENT_CHECKPOINTING = ("true", "false", "auto")
+
 
 @dataclass
 class ClusterConfig:
@@ -59,6 +63,30 @@ class StageConfig:
 
 
 @dataclass
+class LoRAConfig:
+    """LoRA adapters (peft) on the trained model; merged into plain HF weights in every checkpoint."""
+
+    # Adapter rank; 0: off (every weight trains). `lora.r=8` turns LoRA on (it usually wants ~10x the lr).
+    r: int = 0
+    # Scale of the adapter update (the update is multiplied by alpha / r).
+    alpha: float = 16.0
+    # Dropout on the adapters' input.
+    dropout: float = 0.0
+    # Layers that get adapters: all-linear (every linear layer but the LM head) or names, e.g. q_proj,v_proj.
+    target_modules: str = "all-linear"
+
+    def __post_init__(self) -> None:
+        if self.r < 0:
+            raise CascadeUsageError(f"lora.r: expected 0 (off) or a positive rank, found {self.r}")
+        if self.r and self.alpha <= 0:
+            raise CascadeUsageError(f"lora.alpha: expected a positive number, found {self.alpha}")
+        if not 0 <= self.dropout < 1:
+            raise CascadeUsageError(f"lora.dropout: expected a value in [0, 1), found {self.dropout}")
+        if self.r and not self.target_modules.strip(", "):
+            raise CascadeUsageError("lora.target_modules: expected all-linear or module names, found nothing")
+
+
+@dataclass
 class TrainerConfig(StageConfig):
     """Keys every training stage shares: AdamW (the paper's betas 0.9, 0.95) and gradient clipping."""
 
@@ -71,3 +99,15 @@ class TrainerConfig(StageConfig):
     beta2: float = 0.95
     # Gradient clipping norm (0: off).
     max_grad_norm: float = 1.0
+    lora: LoRAConfig = field(default_factory=LoRAConfig)
+    # Recompute each layer's activations in backward (~1/3 more compute, far less memory): true | false |
+    # auto (on when one micro-batch's activations would need over a quarter of the RAM / GPU memory).
+    gradient_checkpointing: str = "auto"
+
+    def __post_init__(self) -> None:
+        setting = str(self.gradient_checkpointing).lower()
+        if setting not in GRADIENT_CHECKPOINTING:
+            raise CascadeUsageError(
+                f"gradient_checkpointing: expected true, false or auto, found {self.gradient_checkpointing!r}"
+            )
+        self.gradient_checkpointing = setting

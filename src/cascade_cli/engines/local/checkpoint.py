@@ -352,7 +352,9 @@ def load_state(start: Start, model, optimizer, scheduler=None) -> None:
 
 def save_final(out: str | Path, model, tokenizer=None, **save_kwargs: Any) -> None:
     """`save_pretrained` (+ tokenizer) into OUT/.final.tmp/, then rename each file into OUT. The caller
-    writes the manifest last (status completed): until then a rerun resumes from trainer_state/."""
+    writes the manifest last (status completed): until then a rerun resumes from trainer_state/. A LoRA
+    model is saved merged: a plain HF checkpoint (no adapter files) that vLLM and OpenRLHF read."""
+    from cascade_cli.engines.local import lora
     from cascade_cli.engines.local.model_io import quiet_transformers
 
     quiet_transformers()
@@ -360,6 +362,8 @@ def save_final(out: str | Path, model, tokenizer=None, **save_kwargs: Any) -> No
     staging = out / FINAL_STAGING
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
+    if lora.has_lora(model):
+        save_kwargs["state_dict"] = lora.merged_state_dict(model)
     model.save_pretrained(str(staging), **save_kwargs)
     if tokenizer is not None:
         tokenizer.save_pretrained(str(staging))

@@ -49,6 +49,7 @@ from cascade_cli.engines.local.fast_attention import (
     left_pad,
     use_gqa_sdpa,
 )
+from cascade_cli.engines.local.lora import merged_state_dict
 from cascade_cli.errors import CascadeUsageError
 
 BACKENDS = ("auto", "vllm", "hf")
@@ -203,7 +204,7 @@ class Generator:
             return cls.from_model(policy, tokenizer, seed=seed, max_batch_size=max_batch_size)
         device = str(next(policy.parameters()).device)
         generator = cls(model_dir, backend=backend, seed=seed, device=device, max_batch_size=max_batch_size)
-        generator.update_weights(policy.state_dict())
+        generator.update_weights(merged_state_dict(policy))  # plain HF names, LoRA folded in
         return generator
 
     # ---- backends -------------------------------------------------------------------------------------

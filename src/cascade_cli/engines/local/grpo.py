@@ -18,7 +18,6 @@ The math lives in losses.py (pure functions) and logprobs.py (memory-safe log-pr
 
 from __future__ import annotations
 
-import copy
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -38,11 +37,16 @@ from cascade_cli.config.grpo import (
 )
 from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console
-from cascade_cli.engines.local import checkpoint, rl_data, rl_rewards
+from cascade_cli.engines.local import checkpoint, lora, rl_data, rl_rewards
 from cascade_cli.engines.local.generation import Generator
 from cascade_cli.engines.local.logprobs import response_hidden, token_logprobs
 from cascade_cli.engines.local.losses import grpo_loss
-from cascade_cli.engines.local.model_io import configure_threads, load_tokenizer, quiet_transformers
+from cascade_cli.engines.local.model_io import (
+    configure_threads,
+    load_tokenizer,
+    prepare_for_training,
+    quiet_transformers,
+)
 from cascade_cli.engines.local.rl_data import PromptSampler, prompt_mode, render_row
 from cascade_cli.engines.local.rl_rewards import Group, RewardHook
 from cascade_cli.errors import CascadeUsageError
@@ -119,7 +123,7 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
     timer["train"] = time.perf_counter() - train_began
     # 6. weight sync (free for the hf backend: it shares the policy module)
     sync_began = time.perf_counter()
-    run.generator.update_weights(run.policy.state_dict())
+    lora.sync_weights(run.policy, run.generator)
     timer["sync"] = time.perf_counter() - sync_began
     return step_metrics(run, phase_index, phase, sampled, kept, update, timer, began)
 
@@ -215,7 +219,7 @@ def micro_step(run: Run, micro: list[TrainSequence], normaliser: int, temperatur
     advantages = torch.tensor([s.advantage for s in micro], dtype=torch.float32, device=run.device)
     ref_logprobs = None
     if run.reference is not None:
-        with torch.no_grad():
+        with torch.no_grad(), lora.adapters_disabled(run.reference):
             ref_logprobs = sequence_logprobs(run.reference, micro, temperature, run)[0]
     loss, stats = grpo_loss(
         logprobs, present.float() * keep[:, None], advantages, normaliser, entropy, ref_logprobs,
@@ -304,10 +308,13 @@ def build_run(
     tokenizer = load_tokenizer(init)  # a pad token and, for ChatML, the project's template
     pad = tokenizer.pad_token_id
     policy = AutoModelForCausalLM.from_pretrained(init, dtype=dtype).to(device)
+    longest = config.max_prompt_len + max(p.max_response_len for p in resolve_phases(config))
+    policy = prepare_for_training(policy, config, tokens=config.train_micro_batch * longest)  # LoRA, checkpointing
     policy.train()
-    reference = copy.deepcopy(policy).eval().requires_grad_(False) if config.kl_coef > 0 else None
+    reference = lora.frozen_reference(policy) if config.kl_coef > 0 else None
     optimizer = torch.optim.AdamW(
-        policy.parameters(), lr=config.lr, betas=(config.beta1, config.beta2), weight_decay=config.weight_decay
+        [p for p in policy.parameters() if p.requires_grad],  # under LoRA: the adapters only
+        lr=config.lr, betas=(config.beta1, config.beta2), weight_decay=config.weight_decay,
     )
     limit = config.max_prompt_len
     rows = rl_data.fit_prompts(rows, config.data, mode, tokenizer, limit)

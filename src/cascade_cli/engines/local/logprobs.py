@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from cascade_cli.engines.local import grad_checkpointing
 from cascade_cli.engines.local.fast_attention import cached_forward, left_pad
 
 DEFAULT_CHUNK_TOKENS = 1024
@@ -47,6 +48,9 @@ def response_hidden(
     tokens, present, index = tokens.to(device), present.to(device), torch.tensor(prompt_of, device=device)
 
     base = model.base_model  # the decoder without its LM head
+    if grad_checkpointing.active(model):  # its layers would drop the KV cache: one pass per row instead
+        hidden = grad_checkpointing.joint_hidden(base, prompt_ids[index], prompt_mask[index], tokens, present)
+        return hidden, tokens, present
     cache = DynamicCache()
     prompt_positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
     last = cached_forward(base, prompt_ids, prompt_mask, prompt_positions, cache).last_hidden_state[:, -1:]

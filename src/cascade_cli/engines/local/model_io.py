@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from cascade_cli.chat import adopt_template
+from cascade_cli.config.common import TrainerConfig
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.tiny import resolve_model
 
@@ -129,3 +130,13 @@ def load_tokenizer(init: str | Path, cache_dir: str | Path | None = None):
         tokenizer.pad_token = tokenizer.eos_token
     adopt_template(tokenizer)
     return tokenizer
+
+
+def prepare_for_training(model: Any, config: TrainerConfig, tokens: int, keep: tuple[str, ...] = ()) -> Any:
+    """`config.gradient_checkpointing` (for micro-batches of `tokens` positions) and `config.lora` (`keep`:
+    modules that train fully under LoRA) applied to `model`, in place; returns it."""
+    from cascade_cli.engines.local import grad_checkpointing, lora
+
+    device = next(model.parameters()).device.type
+    grad_checkpointing.enable(model, config.gradient_checkpointing, tokens, device)
+    return lora.apply(model, config.lora, keep)

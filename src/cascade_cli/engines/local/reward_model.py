@@ -37,6 +37,7 @@ from cascade_cli.engines.local.model_io import (
     autocast,
     configure_threads,
     pick_device,
+    prepare_for_training,
     quiet_transformers,
 )
 from cascade_cli.errors import CascadeUsageError
@@ -277,6 +278,8 @@ def train_reward_model(
     configure_threads()
     torch.manual_seed(config.seed)
     model, tokenizer = load_reward_model(config.init or "")
+    tokens = 2 * config.micro_batch * config.max_seq_len
+    model = prepare_for_training(model, config, tokens, keep=(SCORE_HEAD,))  # the score head trains fully
     device = next(model.parameters()).device.type
     pad = tokenizer.pad_token_id
     encoded = [

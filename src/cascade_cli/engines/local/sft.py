@@ -153,6 +153,7 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
 
     model = model_io.load_model(config.init, dtype="float32", device=device)  # type: ignore[arg-type]
     model.config.use_cache = False
+    model = model_io.prepare_for_training(model, config, tokens=config.batch_size * config.max_seq_len)
     optimizer = optim.adamw(model, config.lr, (config.beta1, config.beta2), config.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, optim.warmup_cosine(total_steps, warmup_steps, config.lr, config.min_lr)
