@@ -560,3 +560,26 @@ def test_configs_are_read_by_attribute_not_by_name():
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr", "_get")
         ]
         assert not calls, f"{module}.py reads by name: {calls}"
+
+
+def test_lora_and_checkpointing_settings_become_openrlhf_flags(tmp_path):
+    from cascade_cli.config.common import LoRAConfig
+    from cascade_cli.config.grpo import RLVRConfig
+    from cascade_cli.config.sft import SFTConfig
+    from cascade_cli.engines.openrlhf.jobs import rlvr_jobs, sft_jobs
+
+    sft = SFTConfig(init="tiny", data=str(tmp_path / "d.jsonl"), out=str(tmp_path / "o"), engine="openrlhf")
+    (plain,) = sft_jobs(sft)
+    assert "--model.gradient_checkpointing_enable" in plain.args and "--ds.lora.rank" not in plain.args
+    sft.lora, sft.gradient_checkpointing = LoRAConfig(r=8, alpha=32, target_modules="q_proj,v_proj"), "false"
+    (adapted,) = sft_jobs(sft)
+    assert "--model.gradient_checkpointing_enable" not in adapted.args
+    at = adapted.args.index("--ds.lora.rank")
+    assert adapted.args[at : at + 9] == ["--ds.lora.rank", "8", "--ds.lora.alpha", "32", "--ds.lora.dropout", "0.0",
+                                         "--ds.lora.target_modules", "q_proj", "v_proj"]
+    rl = RLVRConfig(domain="math", init="tiny", data=str(tmp_path / "d.jsonl"), out=str(tmp_path / "r"),
+                    engine="openrlhf", lora=LoRAConfig(r=4))
+    rl.cluster.reward_urls = ["http://127.0.0.1:5000/get_reward"]
+    job = rlvr_jobs(rl)[0]
+    assert "--actor.gradient_checkpointing_enable" in job.args
+    assert job.args[job.args.index("--ds.lora.rank") + 1] == "4"

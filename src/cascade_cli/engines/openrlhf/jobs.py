@@ -146,6 +146,17 @@ def _template_args(model: str) -> list[str]:
     return [] if own and not template_is_chatml(own) else ["--data.tokenizer_chat_template", CHAT_TEMPLATE]
 
 
+def _memory_args(config: StageConfig, checkpointing_flag: str) -> list[str]:
+    """`gradient_checkpointing` (auto: on, as clusters train long sequences) and `lora.*` as OpenRLHF flags."""
+    args = [] if config.gradient_checkpointing == "false" else [checkpointing_flag]
+    lora = config.lora
+    if lora.r > 0:
+        args += ["--ds.lora.rank", str(lora.r), "--ds.lora.alpha", str(int(lora.alpha)),
+                 "--ds.lora.dropout", _float(lora.dropout),
+                 "--ds.lora.target_modules", *lora.target_modules.replace(",", " ").split()]
+    return args
+
+
 def _deepspeed_job(
     config: SFTConfig | RewardModelConfig, cli: str, global_batch: int, save_every: int, data_args: list[str]
 ) -> OpenRLHFJob:
@@ -161,7 +172,7 @@ def _deepspeed_job(
         "--train.seed", str(config.seed),
         "--train.max_epochs", str(max(1, math.ceil(config.epochs))),
         "--train.micro_batch_size", "1",
-        "--model.gradient_checkpointing_enable",
+        *_memory_args(config, "--model.gradient_checkpointing_enable"),
         "--adam.lr", _float(config.lr),
         "--adam.betas", _float(config.beta1), _float(config.beta2),
         "--adam.weight_decay", _float(config.weight_decay),
@@ -274,7 +285,7 @@ def _rl_args(
         "--actor.adam.weight_decay", _float(config.weight_decay),
         "--actor.max_norm", _float(config.max_grad_norm),
         "--actor.lr_scheduler", "constant",
-        "--actor.gradient_checkpointing_enable",
+        *_memory_args(config, "--actor.gradient_checkpointing_enable"),
         "--actor.num_nodes", str(actor_nodes),
         "--actor.num_gpus_per_node", str(actor_per_node),
         *reward,
