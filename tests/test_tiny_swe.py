@@ -1,0 +1,90 @@
+"""tiny:swe: one-line repairs in the SWE row shape, scored by the real SWE verifier, pool-disjoint, and the
+tiny_swe benchmark the tiny recipe evaluates after every stage."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from cascade_cli import tiny
+from cascade_cli.data import tiny_tasks
+from cascade_cli.data.tiny import code as tiny_code
+from cascade_cli.data.tiny.swe import swe_task
+from cascade_cli.evaluation.benchmarks import resolve_benchmark
+from cascade_cli.evaluation.scoring import score_benchmark
+from cascade_cli.verifiers import get_verifier
+from cascade_cli.verifiers.swe import apply_patch
+
+VERIFIER = get_verifier("swe")
+
+
+def _score(row: dict, response: str):
+    record = {"id": row["id"], "prompt": row.get("prompt", ""), "response": response, "label": row["label"]}
+    return VERIFIER.score(record)
+
+
+def test_rows_have_the_swe_label_shape_and_a_one_line_bug():
+    rows = tiny_tasks.generate("swe", 300, seed=0) + tiny_tasks.generate("swe", 100, seed=3, split="heldout")
+    for row in rows:
+        label = row["label"]
+        assert VERIFIER.check_label(label) is None
+        assert set(label) == {"golden_patch", "original_files", "problem_statement"}
+        (path, before), = label["original_files"].items()
+        after = apply_patch(label["golden_patch"], label["original_files"])[path]
+        assert before.splitlines()[0] == after.splitlines()[0] and len(before.splitlines()) == 2
+        assert before.splitlines()[1] != after.splitlines()[1]  # the return line is the one fixed
+        assert label["problem_statement"] in row["prompt"] and before in row["prompt"]
+        assert row["domain"] == "swe" and row["mode"] == "think"
+
+
+def test_every_bug_kind_occurs():
+    kinds = Counter(swe_task(__import__("random").Random(seed)).extra["bug"] for seed in range(300))
+    assert set(kinds) == {"operator", "constant", "name"} and min(kinds.values()) > 30
+
+
+def test_references_score_one_and_wrong_sft_fixes_apply_but_score_below_one():
+    for row in tiny_tasks.generate("swe", 120, seed=1) + tiny_tasks.generate("swe", 60, seed=1, split="heldout"):
+        score = _score(row, row["reference"])
+        assert score.passed and score.reward == 1.0, (row, score)
+    sft = tiny_tasks.generate("sft", 400, seed=2, mix={"swe": 1.0}, wrong_fraction=0.5)
+    wrong = [row for row in sft if not row["correct"]]
+    assert len(wrong) > 100
+    for row in wrong:
+        score = _score(row, row["messages"][-1]["content"])
+        assert not score.passed and 0.0 < score.reward < 1.0, (row, score)
+    no_patch = _score(sft[0], "<think>\nfix\n</think>\n\nI fixed it.")
+    assert no_patch.reward == -1.0
+
+
+def test_heldout_problems_repair_towards_heldout_code_constants():
+    """A held-out SWE problem's fixed function is a (template, constant) of tiny:code's held-out pool: neither
+    SFT nor RL rows (of any domain) show that function."""
+    pools = {}
+    for template in tiny_code._CODE_TEMPLATES:
+        pools.update(tiny_code._code_pools(template))
+    fixed_bodies = {
+        template.body.format(k=int(key.rsplit(":", 1)[1])): pool
+        for template in tiny_code._CODE_TEMPLATES
+        for key, pool in tiny_code._code_pools(template).items()
+    }
+    for split, wanted in (("heldout", {"heldout"}), ("train", {"rl"})):
+        for row in tiny_tasks.generate("swe", 150, seed=4, split=split):
+            fixed = row["label"]["golden_patch"].splitlines()[-1].removeprefix("+    return ")
+            assert fixed_bodies[fixed] in wanted, (split, fixed)
+
+
+def test_answers_fit_the_recipes_128_token_responses():
+    tokenizer = tiny.build_tokenizer()
+    rows = tiny_tasks.generate("swe", 400, seed=5) + tiny_tasks.generate("swe", 128, seed=5, split="heldout")
+    lengths = [len(ids) for ids in tokenizer([r["reference"] for r in rows], add_special_tokens=False)["input_ids"]]
+    assert max(lengths) < 128
+
+
+def test_tiny_swe_benchmark_scores_its_references():
+    bench = resolve_benchmark("tiny_swe")
+    assert (bench.domain, bench.metric, bench.default_k) == ("swe", "accuracy", 4)
+    rows = bench.rows(16)
+    records = [{**row, "response": row["reference"]} for row in rows]
+    summary, _ = score_benchmark(records, name="tiny_swe", domain="swe", k=1)
+    assert summary["score"] == 100.0 and summary["problems"] == 16
+    broken = [{**row, "response": row["reference"].replace("+    return ", "+    return -")} for row in rows]
+    assert score_benchmark(broken, name="tiny_swe", domain="swe", k=1)[0]["score"] == 0.0
