@@ -191,7 +191,8 @@ def test_pref_chosen_is_right_and_rejected_is_not():
 
 
 def test_sft_mixes_modes_tasks_and_a_configurable_share_of_wrong_answers():
-    rows = _rows("sft", 2000, seed=0, wrong_fraction=0.3)
+    mix = {**tiny_tasks.DEFAULT_SFT_MIX, "swe": 0.1}
+    rows = _rows("sft", 2000, seed=0, wrong_fraction=0.3, mix=mix)
     assert {r["task"] for r in rows} == {"math", "code", "swe", "if", "general"}
     assert {r["mode"] for r in rows} == {"think", "no_think"}
     for row in rows:

@@ -38,7 +38,8 @@ TINY_DOMAINS: tuple[str, ...] = ("math", "code", "swe", "if", "pref", "general",
 SPLITS: tuple[str, ...] = ("train", "heldout")
 # The mode each domain's rows get when none is asked for (paper: IF-RL non-thinking, math/code/SWE thinking).
 DEFAULT_MODES: dict[str, str] = {"math": "think", "code": "think", "swe": "think", "if": "no_think"}
-DEFAULT_SFT_MIX: dict[str, float] = {"math": 0.3, "code": 0.2, "swe": 0.1, "if": 0.2, "general": 0.2}
+# swe SFT rows only when a mix names them (`mix.swe=0.1`, as recipes/tiny.yaml does).
+DEFAULT_SFT_MIX: dict[str, float] = {"math": 0.35, "code": 0.25, "if": 0.2, "general": 0.2}
 # SFT tasks whose prompts get parallel thinking and non-thinking answers (paper §3.1.1: general domain).
 PARALLEL_MODE_TASKS: tuple[str, ...] = ("if", "general")
 
