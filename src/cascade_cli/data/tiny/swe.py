@@ -62,8 +62,7 @@ def _answer(path: str, before: str, after: str) -> str:
 
 def swe_task(rng: random.Random) -> Task:
     template = rng.choice(_CODE_TEMPLATES)
-    k = rng.randint(*template.k_range)
-    name = rng.choice(_SWE_FUNCTION_NAMES)
+    k, name = rng.randint(*template.k_range), rng.choice(_SWE_FUNCTION_NAMES)  # (the draws in this order)
     kind = rng.choice(BUG_KINDS)
     buggy = _buggy_body(template, k, kind, rng)
     if buggy is None:  # the template has no constant or no such name: an operator bug always exists
