@@ -3,7 +3,12 @@ tiny_swe benchmark the tiny recipe evaluates after every stage."""
 
 from __future__ import annotations
 
+import functools
+import json
+import random
 from collections import Counter
+
+import pytest
 
 from cascade_cli import tiny
 from cascade_cli.data import tiny_tasks
@@ -15,6 +20,12 @@ from cascade_cli.verifiers import get_verifier
 from cascade_cli.verifiers.swe import apply_patch
 
 VERIFIER = get_verifier("swe")
+MIN_SWE_RL_GAIN = 0.05  # the gain the slow test asks for (not reached yet: see its xfail)
+
+
+def _run_ok(cli, *argv: str) -> None:
+    result = cli(list(argv))
+    assert result.exit_code == 0, result.output
 
 
 def _score(row: dict, response: str):
@@ -37,7 +48,7 @@ def test_rows_have_the_swe_label_shape_and_a_one_line_bug():
 
 
 def test_every_bug_kind_occurs():
-    kinds = Counter(swe_task(__import__("random").Random(seed)).extra["bug"] for seed in range(300))
+    kinds = Counter(swe_task(random.Random(seed)).extra["bug"] for seed in range(300))
     assert set(kinds) == {"operator", "constant", "name"} and min(kinds.values()) > 30
 
 
@@ -88,3 +99,36 @@ def test_tiny_swe_benchmark_scores_its_references():
     assert summary["score"] == 100.0 and summary["problems"] == 16
     broken = [{**row, "response": row["reference"].replace("+    return ", "+    return -")} for row in rows]
     assert score_benchmark(broken, name="tiny_swe", domain="swe", k=1)[0]["score"] == 0.0
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="measured 2026-12-01: held-out reward -0.829 -> -1.000 / -0.984 / -0.922 (RL seeds 0/1/2): the base "
+    "copies the buggy line too unreliably for any patch to apply, so SWE RL has nothing to reinforce",
+)
+def test_swe_rl_raises_heldout_reward_of_a_short_sft_model(cli, tmp_path, monkeypatch):
+    """The SWE RL stage of recipes/tiny.yaml (16 rollouts per prompt, 12 steps) from a 700-step swe+code SFT
+    base: held-out greedy mean reward (Eq. 2) rises. About 10 minutes on one quiet core."""
+    monkeypatch.setenv("CASCADE_THREADS", "1")
+    run = functools.partial(_run_ok, cli)
+    run("prepare-data", "--source", "tiny:sft", "--out", str(tmp_path / "sft_data"), "n=4800",
+        "mix.swe=0.5", "mix.code=0.5")  # fmt: skip
+    run("prepare-data", "--source", "tiny:swe", "--out", str(tmp_path / "swe"), "n=400", "holdout=64")
+    run("sft", "--init", "tiny", "--data", str(tmp_path / "sft_data"), "--out", str(tmp_path / "sft0"),
+        "lr=3e-3", "min_lr=3e-4", "max_steps=300", "batch_size=16", "bf16=false", "threads=1")  # fmt: skip
+    # 300 steps copy the buggy line too unreliably (every held-out patch failed to apply: reward -1 before and
+    # after RL); 400 more, swe-heavy, make a base that RL can improve.
+    run("prepare-data", "--source", "tiny:sft", "--out", str(tmp_path / "sft_data2"), "n=6400", "seed=1",
+        "mix.swe=0.7", "mix.code=0.3")  # fmt: skip
+    run("sft", "--init", str(tmp_path / "sft0"), "--data", str(tmp_path / "sft_data2"), "--out", str(tmp_path / "sft"),
+        "lr=2e-3", "min_lr=2e-4", "warmup_ratio=0.02", "max_steps=400", "batch_size=16", "bf16=false",
+        "threads=1")  # fmt: skip
+    run("rlvr", "--domain", "swe", "--init", str(tmp_path / "sft"), "--data", str(tmp_path / "swe"),
+        "--out", str(tmp_path / "rl"), "--eval-data", str(tmp_path / "swe" / "heldout.jsonl"),
+        "steps=12", "prompts_per_step=4", "group_size=16", "max_response_len=128", "temperature=1.0",
+        "lr=2e-4", "seed=0")  # fmt: skip
+    metrics = json.loads((tmp_path / "rl" / "cascade_stage.json").read_text())["metrics"]
+    before, after = metrics["heldout_reward_before"], metrics["heldout_reward_after"]
+    assert metrics["heldout_n"] == 64
+    assert after - before >= MIN_SWE_RL_GAIN, f"SWE RL did not raise held-out reward: {before:.3f} -> {after:.3f}"
