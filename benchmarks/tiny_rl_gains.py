@@ -2,8 +2,10 @@
 
 Runs `cascade recipe run recipes/tiny.yaml seed=S` once per seed (data, SFT, RM, RLHF and every RL stage all
 reseeded), then reads each `rlvr` stage's manifest: greedy held-out accuracy of its input checkpoint
-(`heldout_accuracy_before`) and of its result (`heldout_accuracy_after`) on its domain's held-out prompts.
-Prints one row per stage and seed, then the mean gain per stage over the seeds.
+(`heldout_accuracy_before`) and of its result (`heldout_accuracy_after`) on its domain's held-out prompts;
+for SWE RL the mean held-out reward (`heldout_reward_*`, the paper's Eq. 2: -1 unparsable, 0 no-op, lexical
+similarity, 1 exact), with the exact-patch accuracy alongside. Prints one row per stage and seed, then the
+mean gain per stage over the seeds.
 
     python benchmarks/tiny_rl_gains.py [--seeds 0 1 2] [--parallel 2] [--out runs/rl_gains] [override ...]
 
@@ -22,7 +24,8 @@ import sys
 import time
 from pathlib import Path
 
-RL_STAGES = ("if_rl", "math_rl", "code_rl")
+RL_STAGES = ("if_rl", "math_rl", "code_rl", "swe_rl")
+GAIN_METRIC = {"swe_rl": "reward"}  # the others: accuracy
 
 
 def run_seed(seed: int, out: Path, overrides: list[str], threads: int) -> subprocess.Popen:
@@ -34,12 +37,19 @@ def run_seed(seed: int, out: Path, overrides: list[str], threads: int) -> subpro
     return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
-def stage_gains(run_dir: Path) -> dict[str, tuple[float, float]]:
+def stage_gains(run_dir: Path) -> dict[str, tuple[float, float, str]]:
+    """stage -> (before, after, extra): the stage's gain metric and, for a reward metric, the accuracies."""
     gains = {}
     for stage in RL_STAGES:
+        if not (run_dir / stage).is_dir():  # a recipe without this stage (recipes/tiny.yaml has no swe_rl yet)
+            continue
         manifest = json.loads((run_dir / stage / "cascade_stage.json").read_text())
         metrics = manifest["metrics"]
-        gains[stage] = (metrics["heldout_accuracy_before"], metrics["heldout_accuracy_after"])
+        metric = GAIN_METRIC.get(stage, "accuracy")
+        extra = ""
+        if metric != "accuracy":
+            extra = f"accuracy {metrics['heldout_accuracy_before']:.3f} -> {metrics['heldout_accuracy_after']:.3f}"
+        gains[stage] = (metrics[f"heldout_{metric}_before"], metrics[f"heldout_{metric}_after"], extra)
     return gains
 
 
@@ -70,17 +80,17 @@ def main() -> None:
         time.sleep(2)
 
     print(f"{'stage':8s} {'seed':>4s} {'before':>7s} {'after':>7s} {'gain':>7s}")
-    per_stage: dict[str, list[float]] = {stage: [] for stage in RL_STAGES}
+    per_stage: dict[str, list[float]] = {}
     for seed in args.seeds:
-        for stage, (before, after) in stage_gains(args.out / f"seed{seed}").items():
-            per_stage[stage].append(after - before)
-            print(f"{stage:8s} {seed:4d} {before:7.3f} {after:7.3f} {after - before:+7.3f}")
+        for stage, (before, after, extra) in stage_gains(args.out / f"seed{seed}").items():
+            per_stage.setdefault(stage, []).append(after - before)
+            print(f"{stage:8s} {seed:4d} {before:7.3f} {after:7.3f} {after - before:+7.3f}  {extra}")
     print()
     for stage, gains in per_stage.items():
         spread = statistics.stdev(gains) if len(gains) > 1 else 0.0
         print(
             f"{stage:8s} mean gain {statistics.mean(gains):+.3f} (sd {spread:.3f}, min {min(gains):+.3f}) "
-            f"over {len(gains)} seeds"
+            f"in held-out {GAIN_METRIC.get(stage, 'accuracy')} over {len(gains)} seeds"
         )
     print(f"wall {time.perf_counter() - began:.0f} s")
 

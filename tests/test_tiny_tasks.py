@@ -15,7 +15,7 @@ from cascade_cli.data.io import row_error
 from cascade_cli.data.prepare import prompt_key
 from cascade_cli.data.tiny import code as tiny_code
 
-RL_DOMAINS = ("math", "code", "if", "general")
+RL_DOMAINS = ("math", "code", "swe", "if", "general")
 PRINTABLE = set(string.printable) - set("\x0b\x0c\r")
 
 
@@ -191,14 +191,15 @@ def test_pref_chosen_is_right_and_rejected_is_not():
 
 
 def test_sft_mixes_modes_tasks_and_a_configurable_share_of_wrong_answers():
-    rows = _rows("sft", 2000, seed=0, wrong_fraction=0.3)
-    assert {r["task"] for r in rows} == {"math", "code", "if", "general"}
+    mix = {**tiny_tasks.DEFAULT_SFT_MIX, "swe": 0.1}
+    rows = _rows("sft", 2000, seed=0, wrong_fraction=0.3, mix=mix)
+    assert {r["task"] for r in rows} == {"math", "code", "swe", "if", "general"}
     assert {r["mode"] for r in rows} == {"think", "no_think"}
     for row in rows:
         answer = row["messages"][-1]["content"]
         assert answer.startswith("<think>\n") == (row["mode"] == "think")
         assert row["messages"][0]["role"] == "user" and "/think" not in row["messages"][0]["content"]
-    checkable = [r for r in rows if r["task"] in ("math", "code", "if")]
+    checkable = [r for r in rows if r["task"] in ("math", "code", "swe", "if")]
     wrong = sum(not r["correct"] for r in checkable) / len(checkable)
     assert 0.24 < wrong < 0.36
     for row in checkable:
@@ -227,6 +228,7 @@ _VERIFIER_MODULES = {
     "math": "cascade_cli.verifiers.math",
     "if": "cascade_cli.verifiers.instruction",
     "code": "cascade_cli.verifiers.code",
+    "swe": "cascade_cli.verifiers.swe",
 }
 
 
@@ -256,7 +258,7 @@ def _record(row: dict, response: str) -> dict:
     }
 
 
-@pytest.mark.parametrize("domain", ["math", "if", "code"])
+@pytest.mark.parametrize("domain", ["math", "if", "code", "swe"])
 def test_reference_answers_pass_the_domain_verifier(domain):
     verifier = _verifier(domain)
     rows = _rows(domain, 60 if domain == "code" else 300, seed=0) + _rows(domain, 20, seed=0, split="heldout")
@@ -266,7 +268,7 @@ def test_reference_answers_pass_the_domain_verifier(domain):
         assert score.passed and score.reward > 0, (row, score)
 
 
-@pytest.mark.parametrize("domain", ["math", "if", "code"])
+@pytest.mark.parametrize("domain", ["math", "if", "code", "swe"])
 def test_wrong_sft_answers_fail_the_domain_verifier(domain):
     verifier = _verifier(domain)
     rows = [r for r in _rows("sft", 600, seed=1, wrong_fraction=0.5, mix={domain: 1.0})][

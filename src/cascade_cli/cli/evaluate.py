@@ -36,7 +36,7 @@ def eval_command(
     benchmarks: Annotated[
         str | None,
         typer.Option("--benchmarks", help="Comma-separated: math500, aime24, aime25, ifeval, humaneval, code_stdio, "
-                     "tiny_math, tiny_code, tiny_if, mcq:FILE, code_stdio:FILE, hf:DATASET[:SPLIT]."),
+                     "tiny_math, tiny_code, tiny_if, tiny_swe, mcq:FILE, code_stdio:FILE, hf:DATASET[:SPLIT]."),
     ] = None,
     benchmark_file: Annotated[
         Path | None, typer.Option("--benchmark-file", help="A local JSONL benchmark (canonical or raw rows).")

@@ -2,12 +2,14 @@
 
 Sized for a ~2-5M-parameter character-level model with a ~512-character context: short prompts, short
 answers, small numbers, a few templates. Every RL row's label is checkable by its domain's verifier
-(math: boxed answer, if: IFEval instruction ids + kwargs, code: HumanEval-style assert tests).
+(math: boxed answer, if: IFEval instruction ids + kwargs, code: HumanEval-style assert tests, swe: a golden
+patch and the original files).
 
 Disjointness by construction: every problem has a key (its operation and numbers, its function template,
 its topic and constraints) and a hash of that key puts the problem in exactly one pool: `sft` (the SFT mix),
 `rl` (the per-domain RL prompts) or `heldout` (evaluation); code splits each function template's constants
-across the pools (`stratified_pools`), so a held-out code problem is a known operation with a new constant. A
+across the pools (`stratified_pools`), so a held-out code problem is a known operation with a new constant
+(swe reuses those pools for the function it repairs). A
 `train` draw of `tiny:sft` reads only the sft pool, a `train` draw of any other domain only the rl pool, and
 every `heldout` draw only the heldout pool, so SFT prompts, RL prompts and held-out prompts never share a
 problem whatever the seeds (the paper keeps SFT and RL prompts strictly disjoint).
@@ -24,17 +26,19 @@ from cascade_cli.data.tiny.general import general_task
 from cascade_cli.data.tiny.instructions import INSTRUCTION_IDS, if_task
 from cascade_cli.data.tiny.math import MAX_OPERAND, math_task
 from cascade_cli.data.tiny.pools import Task, pool_for, pool_of, stratified_pools
+from cascade_cli.data.tiny.swe import swe_task
 
 __all__ = [  # the task builders and pool helpers are re-exported: callers and tests read them from here
     "DEFAULT_MODES", "DEFAULT_SFT_MIX", "INSTRUCTION_IDS", "MAX_OPERAND", "PARALLEL_MODE_TASKS", "SPLITS",
     "TINY_DOMAINS", "Task", "code_task", "general_task", "generate", "if_task", "math_task", "pool_for",
-    "pool_of", "stratified_pools",
+    "pool_of", "stratified_pools", "swe_task",
 ]
 
-TINY_DOMAINS: tuple[str, ...] = ("math", "code", "if", "pref", "general", "sft")
+TINY_DOMAINS: tuple[str, ...] = ("math", "code", "swe", "if", "pref", "general", "sft")
 SPLITS: tuple[str, ...] = ("train", "heldout")
-# The mode each domain's rows get when none is asked for (paper: IF-RL non-thinking, math/code thinking).
-DEFAULT_MODES: dict[str, str] = {"math": "think", "code": "think", "if": "no_think"}
+# The mode each domain's rows get when none is asked for (paper: IF-RL non-thinking, math/code/SWE thinking).
+DEFAULT_MODES: dict[str, str] = {"math": "think", "code": "think", "swe": "think", "if": "no_think"}
+# swe SFT rows only when a mix names them (`mix.swe=0.1`, as recipes/tiny.yaml does).
 DEFAULT_SFT_MIX: dict[str, float] = {"math": 0.35, "code": 0.25, "if": 0.2, "general": 0.2}
 # SFT tasks whose prompts get parallel thinking and non-thinking answers (paper §3.1.1: general domain).
 PARALLEL_MODE_TASKS: tuple[str, ...] = ("if", "general")
@@ -43,6 +47,7 @@ PARALLEL_MODE_TASKS: tuple[str, ...] = ("if", "general")
 _TASK_BUILDERS: dict[str, Callable[[random.Random], Task]] = {
     "math": math_task,
     "code": code_task,
+    "swe": swe_task,
     "if": if_task,
     "general": general_task,
 }

@@ -428,6 +428,9 @@ BENCHMARKS: dict[str, Benchmark] = {
         Benchmark(
             "tiny_code", "code", _tiny_loader("code"), "tiny synthetic code (held-out seed)", default_k=4
         ),
+        Benchmark(  # scored by the SWE verifier: avg@k counts patches equal to the golden one
+            "tiny_swe", "swe", _tiny_loader("swe"), "tiny synthetic one-line repairs (held-out seed)", default_k=4
+        ),
         Benchmark(
             "tiny_if",
             "if",

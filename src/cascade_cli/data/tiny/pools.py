@@ -60,7 +60,7 @@ def pool_for(domain: str, split: str) -> str:
 class Task:
     """One problem: a prompt, its label, a right answer and (when the domain has one) a wrong answer."""
 
-    task: str  # math | code | if | general
+    task: str  # math | code | swe | if | general
     key: str
     prompt: str
     label: dict[str, Any]
