@@ -22,7 +22,7 @@ from cascade_cli.console import print_warning
 from cascade_cli.data import tiny_tasks
 from cascade_cli.data.card import data_card, fingerprint_files, print_summary
 from cascade_cli.data.decontaminate import FilterResult, NgramIndex, build_index, filter_rows
-from cascade_cli.data.formats import FormatError, check_format, convert_row
+from cascade_cli.data.formats import FormatError, check_format, convert_rows
 from cascade_cli.data.io import CARD_FILE, DATA_FILE, DOMAINS, HELDOUT_FILE, pref_pair
 from cascade_cli.data.normalize import normalize_row
 from cascade_cli.data.preferences import normalize_preferences
@@ -186,15 +186,14 @@ def _read_rows(config: PrepareDataConfig, source: Source) -> list[dict[str, Any]
             mapped = apply_field_map(raw, mapping, f"{where}: row {number}")
             format_domain = None
             if config.format in PREFERENCE_FORMATS:  # a preference source: raw rows -> pairs first
-                mapped = preference_row(mapped, config.format, f"{where}: row {number}")
-                if mapped is None:
-                    continue
+                pair = preference_row(mapped, config.format, f"{where}: row {number}")
+                converted = [] if pair is None else [pair]
             else:
-                try:
-                    mapped, format_domain = convert_row(mapped, config.format)
+                try:  # a row gives one row, several (an OASST tree's pairs) or none (a tie)
+                    converted, format_domain = convert_rows(mapped, config.format)
                 except FormatError as error:
                     raise CascadeUsageError(f"{where}: row {number}: {error}") from None
-            rows.append(
+            rows += [
                 normalize_row(
                     mapped,
                     number=number,
@@ -204,7 +203,8 @@ def _read_rows(config: PrepareDataConfig, source: Source) -> list[dict[str, Any]
                     mode=config.mode,
                     id_prefix=Path(where).stem or "row",
                 )
-            )
+                for mapped in converted
+            ]
             progress.advance(task)
     if not rows:
         raise CascadeUsageError(f"{source.spec}: no rows")

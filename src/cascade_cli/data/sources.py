@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cascade_cli.data.formats_real import iter_jsonl_rows
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.jsonl import iter_jsonl
 from cascade_cli.records import iter_parquet
@@ -92,7 +93,7 @@ def _iter_json_file(path: Path) -> RawRows:
 
 def iter_file_rows(path: Path) -> RawRows:
     if path.suffix == ".jsonl":
-        return iter_jsonl(path)
+        return iter_jsonl_rows(path)  # bare JSON strings (plain prompt lists) become {"prompt": text}
     if path.suffix == ".json":
         return _iter_json_file(path)
     return iter_parquet(path)
