@@ -50,3 +50,13 @@ class PrepareDataConfig(StageConfig):
     # Drop rows whose answers (assistant turns, a pair's chosen side) switch language or script away from the
     # prompt's (verifiers/language.py), as the paper filters its data.
     drop_code_switch: bool = False
+    # Keep only the rows whose id is listed or in a listed range A-B of integer ids (data/select_ids.py), e.g.
+    # MBPP's train + validation tasks: [511-974].
+    keep_ids: list[str] = field(default_factory=list)
+    # IF-RL prompts from prompt rows (data/constraints.py): attach verifiable constraints of ifeval | ifbench
+    # (or both, comma-separated), phrased in natural language, conflicting ones skipped.
+    add_constraints: str | None = None
+    # Constraints per prompt: a count or a range (drawn uniformly), e.g. 1-3.
+    constraints_per_prompt: str = "1-3"
+    # With add_constraints: also decontaminate the prompts against the set's benchmark (IFEval's 541 prompts).
+    constraints_decontaminate: bool = True

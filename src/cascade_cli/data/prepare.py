@@ -19,7 +19,7 @@ from cascade_cli.config.build import build_stage_config
 from cascade_cli.config.data import PrepareDataConfig
 from cascade_cli.config.structure import to_plain
 from cascade_cli.console import print_warning
-from cascade_cli.data import tiny_tasks
+from cascade_cli.data import constraints, tiny_tasks
 from cascade_cli.data.card import data_card, fingerprint_files, print_summary
 from cascade_cli.data.decontaminate import FilterResult, NgramIndex, build_index, filter_rows
 from cascade_cli.data.formats import FormatError, check_format, convert_rows
@@ -28,6 +28,7 @@ from cascade_cli.data.normalize import normalize_row
 from cascade_cli.data.preferences import normalize_preferences
 from cascade_cli.data.progress import progress_bar
 from cascade_cli.data.prompt_filters import drop_math_and_code
+from cascade_cli.data.select_ids import keep_rows
 from cascade_cli.data.sources import (
     Source,
     apply_field_map,
@@ -77,6 +78,9 @@ def check_config(config: PrepareDataConfig) -> None:
         raise CascadeUsageError(
             f"prepare-data: ngram_n: expected an n-gram size >= 1; found {config.ngram_n}"
         )
+    if config.add_constraints is not None:
+        constraints.parse_sets(config.add_constraints)
+        constraints.parse_count_range(config.constraints_per_prompt)
     if not 0.0 <= config.wrong_fraction <= 1.0:
         raise CascadeUsageError(
             f"prepare-data: wrong_fraction: expected a value in [0, 1]; found {config.wrong_fraction}"
@@ -303,6 +307,10 @@ def run_prepare_data(config: PrepareDataConfig) -> dict[str, Any]:
     else:
         rows = _read_rows(config, source)
         read = len(rows)
+        if config.keep_ids:
+            rows = keep_rows(rows, list(config.keep_ids))
+            if not rows:
+                raise CascadeUsageError(f"{source.spec}: no row has an id in keep_ids {list(config.keep_ids)}")
         train, heldout, dropped = split_holdout(rows, config.holdout, config.seed)
     check_disjoint(train, heldout)
     filters: list[dict[str, Any]] = [
@@ -313,8 +321,15 @@ def run_prepare_data(config: PrepareDataConfig) -> dict[str, Any]:
             "removed_by": {"holdout": dropped},
         }
     ]
+    if config.add_constraints and config.constraints_decontaminate:  # IF-RL prompts: never a benchmark's
+        config = constraints.with_benchmark_decontamination(config)
     train, removed, reports = apply_overlap_filters(config, train)
     filters += reports
+    if config.add_constraints:  # after the filters: the base prompts are what decontamination compares
+        train = constraints.attach_constraints(train, config.add_constraints, config.constraints_per_prompt, config.seed)
+        heldout = constraints.attach_constraints(
+            heldout, config.add_constraints, config.constraints_per_prompt, config.seed + 1
+        )
     if config.drop_math_code:
         before = len(train)
         train, report = drop_math_and_code(train)

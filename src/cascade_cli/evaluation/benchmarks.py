@@ -54,6 +54,10 @@ class Benchmark:
     metric: str = "accuracy"
     default_k: int = 8
     source: str = ""
+    # Sampling defaults beside k: the paper's for its benchmarks (temperature 0.6, top-p 0.95; its 64K
+    # reasoning budget is cut to what a CPU run affords); greedy for gsm8k / mbpp (benchmarks_real.py).
+    default_temperature: float = 0.6
+    default_max_tokens: int = 1024
 
     def rows(self, limit: int | None = None) -> list[dict[str, Any]]:
         rows = self.load()
@@ -439,6 +443,10 @@ BENCHMARKS: dict[str, Benchmark] = {
         ),
     ]
 }
+# GSM8K and MBPP (shared/data/real): evaluation/benchmarks_real.py, imported here so every lookup sees them.
+from cascade_cli.evaluation.benchmarks_real import REAL_BENCHMARKS  # noqa: E402
+
+BENCHMARKS.update(REAL_BENCHMARKS)
 # `mcq` has no bundled data: `mcq:FILE` (GPQA / MMLU-Pro rows) or `--benchmark-file FILE --domain mcq`.
 FILE_BENCHMARKS = {"mcq": "mcq", "code_stdio": "code", "math": "math", "ifeval": "if", "ifbench": "if", "file": None}
 
