@@ -12,8 +12,8 @@ from cascade_cli.config.common import StageConfig
 @dataclass
 class PrepareDataConfig(StageConfig):
     kind: str = "prepare_data"
-    # tiny:DOMAIN (math|code|if|pref|general|sft), a local json/jsonl/parquet file or folder, or a hub dataset
-    # id (also a `datasets` builder such as `json` / `parquet` together with `data_files`).
+    # tiny:DOMAIN (math|code|if|pref|general|sft), a local json/jsonl/parquet file or folder (`shared:REL`: a
+    # file of the shared data folder, data/shared_paths.py), or a hub dataset id (also a `datasets` builder such as `json` / `parquet` together with `data_files`).
     source: str = MISSING
     domain: str | None = None  # force every row's domain (else read from the row or inferred from columns)
     split: str = "train"  # hub split
@@ -53,6 +53,9 @@ class PrepareDataConfig(StageConfig):
     # Keep only the rows whose id is listed or in a listed range A-B of integer ids (data/select_ids.py), e.g.
     # MBPP's train + validation tasks: [511-974].
     keep_ids: list[str] = field(default_factory=list)
+    # Canonical rows of other prepare-data folders (or files) added to this source's rows: one data mix
+    # for one stage (e.g. SFT on GSM8K + MBPP + HH answers).
+    include: list[str] = field(default_factory=list)
     # IF-RL prompts from prompt rows (data/constraints.py): attach verifiable constraints of ifeval | ifbench
     # (or both, comma-separated), phrased in natural language, conflicting ones skipped.
     add_constraints: str | None = None

@@ -28,7 +28,7 @@ from cascade_cli.data.normalize import normalize_row
 from cascade_cli.data.preferences import normalize_preferences
 from cascade_cli.data.progress import progress_bar
 from cascade_cli.data.prompt_filters import drop_math_and_code
-from cascade_cli.data.select_ids import keep_rows
+from cascade_cli.data.select_ids import included_rows, keep_rows
 from cascade_cli.data.sources import (
     Source,
     apply_field_map,
@@ -311,6 +311,7 @@ def run_prepare_data(config: PrepareDataConfig) -> dict[str, Any]:
             rows = keep_rows(rows, list(config.keep_ids))
             if not rows:
                 raise CascadeUsageError(f"{source.spec}: no row has an id in keep_ids {list(config.keep_ids)}")
+        rows += [row for spec in config.include for row in included_rows(spec)]
         train, heldout, dropped = split_holdout(rows, config.holdout, config.seed)
     check_disjoint(train, heldout)
     filters: list[dict[str, Any]] = [

@@ -1,5 +1,6 @@
-"""`keep_ids`: keep only the rows whose id is listed, or falls in a listed range `A-B` of integer ids (a
-standard split given by ids, e.g. MBPP's train + validation tasks: `keep_ids: [511-974]`)."""
+"""Which rows a prepare-data run takes. `keep_ids`: only the rows whose id is listed, or falls in a listed
+range `A-B` of integer ids (a standard split given by ids, e.g. MBPP's train + validation: `[511-974]`).
+`include`: the canonical rows of other prepare-data folders added (one data mix for one stage)."""
 
 from __future__ import annotations
 
@@ -39,3 +40,16 @@ def keep_rows(rows: list[dict[str, Any]], specs: list[str]) -> list[dict[str, An
         return number is not None and any(low <= number <= high for low, high in ranges)
 
     return [row for row in rows if kept(str(row.get("id")))]
+
+
+def included_rows(spec: str) -> list[dict[str, Any]]:
+    """`include`: the canonical rows of a prepare-data folder (its data.jsonl) or a canonical file, checked."""
+    from cascade_cli.data.io import row_error
+    from cascade_cli.records import load_rows
+
+    rows = load_rows(spec)
+    for number, row in enumerate(rows, start=1):
+        problem = row_error(row)
+        if problem:
+            raise CascadeUsageError(f"include {spec}: row {number}: {problem} (expected canonical rows)")
+    return rows

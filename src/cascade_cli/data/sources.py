@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from cascade_cli.data.formats_real import iter_jsonl_rows
+from cascade_cli.data.shared_paths import resolve_shared
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.jsonl import iter_jsonl
 from cascade_cli.records import iter_parquet
@@ -37,7 +38,7 @@ class Source:
 
 
 def parse_source(spec: str) -> Source:
-    spec = spec.strip()
+    spec = resolve_shared(spec.strip())  # shared:REL -> a file of the shared data folder
     if not spec:
         raise CascadeUsageError(
             "--source: empty (expected tiny:DOMAIN, a .jsonl/.json/.parquet file or a hub id)"
