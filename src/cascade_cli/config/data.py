@@ -20,6 +20,9 @@ class PrepareDataConfig(StageConfig):
     subset: str | None = None  # hub configuration name
     data_files: list[str] = field(default_factory=list)  # for hub builders (json, parquet, csv)
     limit: int | None = None  # read at most this many source rows
+    # Skip this many source rows first (with limit: a slice, e.g. GSM8K train rows 1,500+ for RL after SFT
+    # took the first 1,500; templated prompts share 9-grams, so exclude_prompts_from cannot split them).
+    offset: int = 0
     n: int = 1000  # rows for tiny:* sources
     mode: str | None = None  # think | no_think for every row (else the row's own or the domain default)
     map: dict[str, str] = field(default_factory=dict)  # canonical name -> source column

@@ -62,7 +62,7 @@ def check_config(config: PrepareDataConfig) -> None:
         raise CascadeUsageError(
             f"prepare-data: mode: expected one of {', '.join(MODES)}; found {config.mode!r}"
         )
-    for key in ("n", "holdout"):
+    for key in ("n", "holdout", "offset"):
         if getattr(config, key) < 0:
             raise CascadeUsageError(
                 f"prepare-data: {key}: expected a count >= 0; found {getattr(config, key)}"
@@ -153,14 +153,18 @@ def _raw_rows(config: PrepareDataConfig, source: Source):
     else:
         counts = [count_file_rows(path) for path in source.files]
         total = None if any(c is None for c in counts) else sum(counts)  # type: ignore[arg-type]
-        if total is not None and config.limit is not None:
-            total = min(total, config.limit)
+        if total is not None:
+            total = max(0, total - config.offset)
+            total = total if config.limit is None else min(total, config.limit)
         files = [(str(path), iter_file_rows(path)) for path in source.files]
 
     def generate():
-        read = 0
+        read = skipped = 0
         for where, rows in files:
             for number, row in rows:
+                if skipped < config.offset:
+                    skipped += 1
+                    continue
                 if config.limit is not None and read >= config.limit:
                     return
                 read += 1
