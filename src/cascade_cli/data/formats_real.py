@@ -6,7 +6,8 @@ data/formats.py's and detected from the columns the same way:
     mbpp        `text` (or `prompt`), `test_list`, `test_setup_code`, `task_id`, `code`: a code RL row with an
                 assert label, posed the usual way (the task and one test), plus the SFT conversation
     hh-rlhf     `chosen`, `rejected` as "\\n\\nHuman: ...\\n\\nAssistant: ..." transcripts: the shared turns as
-                the prompt, the two last assistant turns as the pair (ties and empty sides dropped)
+                the prompt, the two last assistant turns as the pair (ties and empty sides dropped); other
+                chosen/rejected rows without a prompt keep the generic pref path
     oasst-tree  OASST message trees (`message_tree_id`, nested `prompt.replies` with `rank`): every pair of
                 ranked sibling assistant replies -> one pref row (the better rank chosen)
     prompts     plain prompt lists: bare JSON strings, `{prompt}` rows or Self-Instruct seed tasks
@@ -131,7 +132,9 @@ def hh_turns(transcript: str, column: str) -> list[dict[str, str]]:
 
 
 def _hh_rlhf(row: dict[str, Any]) -> list[dict[str, Any]]:
-    chosen, rejected = str(row["chosen"]), str(row["rejected"])
+    chosen, rejected = row["chosen"], row["rejected"]
+    if not all(isinstance(side, str) and side.lstrip("\n").startswith("Human:") for side in (chosen, rejected)):
+        return [dict(row)]  # a pair written another way (answers, conversations): the generic pref path
     # The answers start after the last "Assistant:" the two transcripts share (Anthropic's own split; a
     # turn's text may itself contain "Human:"-like lines, so the turns are not re-split after it).
     shared = len(os.path.commonprefix([chosen, rejected]))
