@@ -23,13 +23,10 @@ import json
 import os
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from cascade_cli.chat import THINK_CLOSE, THINK_OPEN
 from cascade_cli.data.format_base import Format, FormatError
-from cascade_cli.errors import CascadeUsageError
-from cascade_cli.jsonl import non_blank_lines
 
 # The benchmarks pose their problems with these templates too (evaluation/benchmarks_real.py).
 GSM8K_TEMPLATE = "{question}\n\nPlease reason step by step, and put your final answer within \\boxed{{}}."
@@ -198,24 +195,6 @@ def _prompts(row: dict[str, Any]) -> dict[str, Any]:
     instances = row.get("instances") or []
     first = instances[0].get("input") if instances and isinstance(instances[0], dict) else ""
     return {"prompt": f"{text}\n\n{first.strip()}" if first and first.strip() else text, "id": row.get("id")}
-
-
-def iter_jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """JSON Lines rows; a line that is a bare JSON string (a plain prompt list) becomes `{"prompt": text}`."""
-    for number, line in non_blank_lines(path):
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise CascadeUsageError(
-                f"{path}: row {number}: malformed JSON ({error.msg} at column {error.colno})"
-            ) from None
-        if isinstance(row, str):
-            row = {"prompt": row}
-        if not isinstance(row, dict):
-            raise CascadeUsageError(
-                f"{path}: row {number}: expected a JSON object or a string, found {type(row).__name__}"
-            )
-        yield number, row
 
 
 # -- registration --------------------------------------------------------------------------------------------

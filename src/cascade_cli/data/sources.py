@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cascade_cli.data.formats_real import iter_jsonl_rows
 from cascade_cli.data.shared_paths import resolve_shared
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.jsonl import iter_jsonl
@@ -94,7 +93,7 @@ def _iter_json_file(path: Path) -> RawRows:
 
 def iter_file_rows(path: Path) -> RawRows:
     if path.suffix == ".jsonl":
-        return iter_jsonl_rows(path)  # bare JSON strings (plain prompt lists) become {"prompt": text}
+        return iter_jsonl(path, strings_as="prompt")  # a plain prompt list's bare strings: {"prompt": text}
     if path.suffix == ".json":
         return _iter_json_file(path)
     return iter_parquet(path)

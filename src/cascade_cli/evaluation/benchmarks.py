@@ -54,8 +54,7 @@ class Benchmark:
     metric: str = "accuracy"
     default_k: int = 8
     source: str = ""
-    # Sampling defaults beside k: the paper's for its benchmarks (temperature 0.6, top-p 0.95; its 64K
-    # reasoning budget is cut to what a CPU run affords); greedy for gsm8k / mbpp (benchmarks_real.py).
+    # Beside k: the paper's temperature 0.6 (its 64K budget cut to a CPU run's); gsm8k / mbpp are greedy.
     default_temperature: float = 0.6
     default_max_tokens: int = 1024
 
@@ -85,16 +84,16 @@ def shared_data_dir() -> Path | None:
     return None
 
 
-def shared_file(relative: str, benchmark: str) -> Path:
+def shared_file(relative: str, benchmark: str, what: str = "benchmark ") -> Path:
     root = shared_data_dir()
     if root is None:
         raise CascadeUsageError(
-            f"benchmark {benchmark}: the shared data folder was not found (looked for shared/data beside the "
+            f"{what}{benchmark}: the shared data folder was not found (looked for shared/data beside the "
             f"repository and above it); set {SHARED_DATA_ENV} to the folder that holds {relative}"
         )
     path = root / relative
     if not path.is_file():
-        raise CascadeUsageError(f"benchmark {benchmark}: data file {path} not found (set {SHARED_DATA_ENV})")
+        raise CascadeUsageError(f"{what}{benchmark}: data file {path} not found (set {SHARED_DATA_ENV})")
     return path
 
 
