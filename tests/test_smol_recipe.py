@@ -7,6 +7,7 @@ real-model support is merged: switch `SMOL_MODEL` to the spec)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -17,6 +18,9 @@ from cascade_cli.checkpoint import read_manifest
 from cascade_cli.recipe.loader import load_recipe
 
 ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("real_gains", ROOT / "benchmarks" / "real_gains.py")
+real_gains = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(real_gains)
 SMOL_MODEL = Path(os.environ.get("CASCADE_SMOL_MODEL", "/work/models/smollm2-135m"))
 # One or two steps of every stage on a few rows: the shape of the real run, in about a minute.
 SHORT = [
@@ -66,18 +70,18 @@ def test_smol_recipes_validate_and_plan(cli, name: str, shared_data: Path):
     assert cli(["recipe", "validate", str(ROOT / "recipes" / f"{name}.yaml")]).exit_code == 0
     result = cli(["recipe", "plan", str(ROOT / "recipes" / f"{name}.yaml")])
     assert result.exit_code == 0, result.output
-    assert "cascade rlvr --domain if" in result.output.replace("\n", " ") or "rlvr" in result.output
+    assert "cascade rlvr --domain if" in result.output and "shared:real/prompts/" in result.output
     assert "--benchmarks ifeval" in result.output
 
 
 def test_smol_recipe_stages_and_splits():
     recipe = load_recipe(str(ROOT / "recipes" / "smol.yaml"))
-    kinds = [stage.kind.name for stage in recipe.stages if stage.kind.name != "prepare_data"]
+    kinds = [stage.kind.kind for stage in recipe.stages if stage.kind.kind != "prepare_data"]
     assert kinds == ["sft", "reward_model", "rlhf", "rlvr", "rlvr", "rlvr"]
-    assert [stage.config.domain for stage in recipe.stages if stage.kind.name == "rlvr"] == ["if", "math", "code"]
+    assert [stage.config.domain for stage in recipe.stages if stage.kind.kind == "rlvr"] == ["if", "math", "code"]
     assert recipe.recipe.model == "smollm2-135m"
     assert list(recipe.eval.benchmarks) == ["ifeval", "gsm8k", "mbpp", "humaneval"]
-    sources = {stage.name: stage.config.source for stage in recipe.stages if stage.kind.name == "prepare_data"}
+    sources = {stage.name: stage.config.source for stage in recipe.stages if stage.kind.kind == "prepare_data"}
     assert not any("test.jsonl" in source and "gsm8k" in source for source in sources.values())  # GSM8K test: eval only
     code_ids = {stage.name: list(stage.config.keep_ids) for stage in recipe.stages if "mbpp" in getattr(stage.config, "source", "")}
     assert code_ids == {"data_sft_code": ["601-800"], "data_code": ["511-600", "801-974"]}  # never 11-510
@@ -97,3 +101,9 @@ def test_shortened_smol_run_on_the_real_model(cli, tmp_path: Path, smol_model: P
         results = json.loads((run_dir / "eval" / stage / "results.json").read_text())
         assert set(results["benchmarks"]) == {"ifeval", "gsm8k", "mbpp", "humaneval"}
     assert (run_dir / "report.md").is_file()
+    # benchmarks/real_gains.py reads the same outputs: per-problem scores, intervals, the RM's accuracy
+    table = real_gains.seed_table(run_dir)
+    assert table["stages"][0] == "base" and table["stages"][-1] == "code_rl"
+    ifeval = table["benchmarks"]["ifeval"]
+    assert ifeval[0]["n"] == 2 and ifeval[1]["ci"][0] <= ifeval[1]["score"] <= ifeval[1]["ci"][1]
+    assert "delta" in ifeval[1] and "heldout_accuracy" in table["facts"]["rm"]
