@@ -70,9 +70,11 @@ def bootstrap(values: list[float], paired: list[float] | None = None, seed: int 
     return 100 * sum(diffs) / n, 100 * low, 100 * high
 
 
-def stage_order(run_dir: Path) -> list[str]:
-    run = json.loads((run_dir / "run.json").read_text())
-    return [name for name in ["base", *run["stage_order"]] if (run_dir / "eval" / name / "samples.jsonl").is_file()]
+def stage_order(run_dir: Path) -> tuple[list[str], list[str]]:
+    """(every stage in run order, the evaluated ones: `base` and each stage that produced a model)."""
+    stages = json.loads((run_dir / "run.json").read_text())["stage_order"]
+    evaluated = [name for name in ["base", *stages] if (run_dir / "eval" / name / "samples.jsonl").is_file()]
+    return stages, evaluated
 
 
 def stage_facts(run_dir: Path, stage: str) -> dict[str, Any]:
@@ -89,13 +91,13 @@ def stage_facts(run_dir: Path, stage: str) -> dict[str, Any]:
 
 
 def seed_table(run_dir: Path) -> dict[str, Any]:
-    stages = stage_order(run_dir)
+    every, stages = stage_order(run_dir)
     scores = {stage: per_problem(run_dir / "eval" / stage / "samples.jsonl") for stage in stages}
-    table: dict[str, Any] = {"stages": stages, "benchmarks": {}, "facts": {}, "eval_seconds": {}}
+    table: dict[str, Any] = {"stages": stages, "benchmarks": {}, "eval_seconds": {},
+                             "facts": {stage: stage_facts(run_dir, stage) for stage in every}}  # fmt: skip
     for stage in stages:
         results = json.loads((run_dir / "eval" / stage / "results.json").read_text())
         table["eval_seconds"][stage] = results.get("seconds")
-        table["facts"][stage] = stage_facts(run_dir, stage)
     for name in sorted({name for per in scores.values() for name in per}):
         rows = []
         for index, stage in enumerate(stages):
@@ -133,7 +135,7 @@ def render(tables: dict[int, dict[str, Any]]) -> str:
             lines.append(f"| {stage} | " + " | ".join(cells) + f" | {wall} | {table['eval_seconds'].get(stage)} |")
         lines.append("")
         for stage, facts in table["facts"].items():
-            shown = {k: v for k, v in facts.items() if k.startswith("heldout_")}
+            shown = {k: v for k, v in facts.items() if k.startswith("heldout_") or k == "seconds"}
             if shown:
                 text = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in shown.items())
                 lines.append(f"- {stage} ({facts.get('kind')}): {text}")
