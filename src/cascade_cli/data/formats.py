@@ -408,6 +408,8 @@ def convert_row(row: dict[str, Any], name: str | None) -> tuple[dict[str, Any], 
         ):  # a canonical-looking row whose turns still need writing into the chat format
             return {**row, "messages": chat_messages(messages)}, None
         return row, None
+    if fmt.name in MULTI_ROW:  # a row that gives several rows (or none): convert_rows
+        raise FormatError(f"format {fmt.name}: a row gives several rows; read it with convert_rows")
     missing = fmt.missing(row)
     if missing:
         columns = ", ".join(sorted(row)) or "none"
