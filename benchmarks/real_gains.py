@@ -119,7 +119,8 @@ def seed_table(run_dir: Path) -> dict[str, Any]:
 def render(tables: dict[int, dict[str, Any]]) -> str:
     lines = []
     for seed, table in tables.items():
-        lines += [f"## seed {seed}", "", "| stage | " + " | ".join(table["benchmarks"]) + " | stage s | eval s |",
+        names = [f"{name} (n={rows[0]['n']})" for name, rows in table["benchmarks"].items()]
+        lines += [f"## seed {seed}", "", "| stage | " + " | ".join(names) + " | stage s | eval s |",
                   "|---|" + "---|" * (len(table["benchmarks"]) + 2)]  # fmt: skip
         for index, stage in enumerate(table["stages"]):
             cells = []
@@ -157,7 +158,7 @@ def main() -> None:
         for seed in args.seeds:
             run_seed(args.recipe, seed, args.out, args.max_tokens, args.overrides)
     tables = {seed: seed_table(args.out / f"seed{seed}") for seed in args.seeds}
-    text = f"# {args.recipe}: greedy, full benchmarks, 95% bootstrap intervals\n\n" + render(tables)
+    text = f"# {args.recipe}: greedy (k = 1), 95% bootstrap intervals over problems\n\n" + render(tables)
     (args.out / "gains.md").write_text(text)
     (args.out / "gains.json").write_text(json.dumps(tables, indent=2) + "\n")
     print(text)
