@@ -28,6 +28,12 @@ EXPECTED = {
     "livecodebench.jsonl": ("livecodebench", "code"),
     "apps.jsonl": ("apps", "code"),
     "taco.jsonl": ("taco", "code"),
+    # the real public sets (data/formats_real.py; real rows of shared/data/real)
+    "gsm8k.jsonl": ("gsm8k", "math"),
+    "mbpp.jsonl": ("mbpp", "code"),
+    "hh_rlhf.jsonl": ("hh-rlhf", "pref"),
+    "oasst_tree.jsonl": ("oasst-tree", "pref"),
+    "prompts.jsonl": ("prompts", "general"),
 }
 
 

@@ -23,8 +23,9 @@ def non_blank_lines(path: str | Path, expected: str = "a JSON Lines file") -> It
                 yield line_number, line
 
 
-def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield (1-based line number, object) for every non-blank line; bad lines raise CascadeUsageError."""
+def iter_jsonl(path: str | Path, strings_as: str | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (1-based line number, object) for every non-blank line; bad lines raise CascadeUsageError.
+    `strings_as`: a line that is a bare JSON string becomes `{strings_as: text}` (plain prompt lists)."""
     for line_number, line in non_blank_lines(path):
         try:
             row = json.loads(line)
@@ -32,6 +33,8 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             raise CascadeUsageError(
                 f"{path}: row {line_number}: malformed JSON ({error.msg} at column {error.colno})"
             ) from None
+        if isinstance(row, str) and strings_as:
+            row = {strings_as: row}
         if not isinstance(row, dict):
             raise CascadeUsageError(
                 f"{path}: row {line_number}: expected a JSON object, found {type(row).__name__}"

@@ -20,7 +20,10 @@ from cascade_cli.stages import get_kind
 
 PREPARE = get_kind("prepare_data")
 FILTER_CONFIG = "cascade_cli.data.pass_rate:PassRateFilterConfig"
-PREPARE_FLAGS = ("source", "out", "domain", "n", "holdout", "limit", "mode", "seed", "format")
+PREPARE_FLAGS = (
+    "source", "out", "domain", "n", "holdout", "limit", "mode", "seed", "format", "add_constraints",
+    "constraints_per_prompt",
+)
 
 
 def _comma_list(text: str | None) -> list[str] | None:
@@ -66,7 +69,11 @@ def prepare_data_command(
     source's format (else read off the columns). `cascade prepare-data filter` keeps prompts by pass rate.
     More config keys go after the options as key=value (wrong_fraction=0.3 split=test ...).
 
+    --add-constraints ifeval|ifbench turns prompt rows into IF-RL rows (verifiable constraints attached,
+    decontaminated against IFEval by default).
+
     Example: [bold]cascade prepare-data --source tiny:math --out data/math --n 400 --holdout 100[/]
+    Example: [bold]cascade prepare-data --source prompts.jsonl --add-constraints ifeval --constraints-per-prompt 1-3 --out data/if[/]
     """
     if ctx.invoked_subcommand is None:
         _prepare({**values, "field_map": field_map, "decontaminate_against": decontaminate_against,

@@ -12,14 +12,17 @@ from cascade_cli.config.common import StageConfig
 @dataclass
 class PrepareDataConfig(StageConfig):
     kind: str = "prepare_data"
-    # tiny:DOMAIN (math|code|if|pref|general|sft), a local json/jsonl/parquet file or folder, or a hub dataset
-    # id (also a `datasets` builder such as `json` / `parquet` together with `data_files`).
+    # tiny:DOMAIN (math|code|if|pref|general|sft), a local json/jsonl/parquet file or folder (`shared:REL`: a
+    # file of the shared data folder, data/shared_paths.py), or a hub dataset id (also a `datasets` builder such as `json` / `parquet` together with `data_files`).
     source: str = MISSING
     domain: str | None = None  # force every row's domain (else read from the row or inferred from columns)
     split: str = "train"  # hub split
     subset: str | None = None  # hub configuration name
     data_files: list[str] = field(default_factory=list)  # for hub builders (json, parquet, csv)
     limit: int | None = None  # read at most this many source rows
+    # Skip this many source rows first (with limit: a slice, e.g. GSM8K train rows 1,500+ for RL after SFT
+    # took the first 1,500; templated prompts share 9-grams, so exclude_prompts_from cannot split them).
+    offset: int = 0
     n: int = 1000  # rows for tiny:* sources
     mode: str | None = None  # think | no_think for every row (else the row's own or the domain default)
     map: dict[str, str] = field(default_factory=dict)  # canonical name -> source column
@@ -50,3 +53,16 @@ class PrepareDataConfig(StageConfig):
     # Drop rows whose answers (assistant turns, a pair's chosen side) switch language or script away from the
     # prompt's (verifiers/language.py), as the paper filters its data.
     drop_code_switch: bool = False
+    # Keep only the rows whose id is listed or in a listed range A-B of integer ids (data/select_ids.py), e.g.
+    # MBPP's train + validation tasks: [511-974].
+    keep_ids: list[str] = field(default_factory=list)
+    # Canonical rows of other prepare-data folders (or files) added to this source's rows: one data mix
+    # for one stage (e.g. SFT on GSM8K + MBPP + HH answers).
+    include: list[str] = field(default_factory=list)
+    # IF-RL prompts from prompt rows (data/constraints.py): attach verifiable constraints of ifeval | ifbench
+    # (or both, comma-separated), phrased in natural language, conflicting ones skipped.
+    add_constraints: str | None = None
+    # Constraints per prompt: a count or a range (drawn uniformly), e.g. 1-3.
+    constraints_per_prompt: str = "1-3"
+    # With add_constraints: also decontaminate the prompts against the set's benchmark (IFEval's 541 prompts).
+    constraints_decontaminate: bool = True

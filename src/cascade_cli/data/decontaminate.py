@@ -228,7 +228,9 @@ def prompt_text(row: dict[str, Any]) -> str:
 
 def reference_prompts(spec: str) -> tuple[str, list[str]]:
     """(name, prompt texts) for a benchmark name (see `cascade eval --list`) or a local data file/folder."""
-    spec = spec.strip()
+    from cascade_cli.data.shared_paths import resolve_shared
+
+    spec = resolve_shared(spec.strip())
     path = Path(spec).expanduser()
     if path.exists() or Path(spec).suffix in (".jsonl", ".json", ".parquet"):
         from cascade_cli.data.sources import iter_file_rows, parse_source

@@ -16,6 +16,7 @@ name. Formats (the released Nemotron-Cascade sets and common public ones):
     sharegpt            `conversations` of {from, value}
     livecodebench       `question_content`, `public_test_cases` (+ `private_test_cases`, `metadata.func_name`)
     taco / apps         `question`, `input_output` (a JSON string of inputs/outputs[/fn_name])
+    gsm8k, mbpp, hh-rlhf, oasst-tree, prompts: the real public sets (data/formats_real.py)
 
 Auto-detection picks the first format whose distinguishing columns a row has; rows that already carry a
 `domain` or a `label` (canonical rows) and rows no format claims keep the generic path of `normalize_row`.
@@ -28,40 +29,15 @@ import io
 import json
 import pickle
 import zlib
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from cascade_cli.chat import THINK_CLOSE, THINK_OPEN
+from cascade_cli.data.format_base import Format, FormatError
+from cascade_cli.data.formats_real import MULTI_ROW, REAL_DETECTION, REAL_FORMATS
 from cascade_cli.data.normalize import ID_ALIASES, KEPT_EXTRAS, SHAREGPT_ROLES
 from cascade_cli.records import first_value
 
 AUTO = "auto"
-Converter = Callable[[dict[str, Any]], dict[str, Any]]
-
-
-class FormatError(ValueError):
-    """A row that does not fit its format (the message names the missing or malformed column)."""
-
-
-@dataclass(frozen=True)
-class Format:
-    name: str
-    domain: str
-    # Each entry is one required column, or a tuple of alternatives of which one must be present.
-    required: tuple[str | tuple[str, ...], ...]
-    # Columns that, all present, identify the format when detecting (defaults to the first alternatives).
-    detect: tuple[str, ...]
-    convert: Converter
-    # Columns whose presence rules the format out when detecting (to tell apart formats sharing columns).
-    excludes: tuple[str, ...] = ()
-
-    def missing(self, row: dict[str, Any]) -> str | None:
-        for column in self.required:
-            options = column if isinstance(column, tuple) else (column,)
-            if not any(row.get(option) is not None for option in options):
-                return " or ".join(f"'{option}'" for option in options)
-        return None
 
 
 # -- helpers -----------------------------------------------------------------------------------------------
@@ -382,10 +358,12 @@ FORMATS: dict[str, Format] = {
         Format("openai", "sft", ("messages",), ("messages", "tools"), _openai, excludes=("chosen",)),
         Format("sharegpt", "sft", ("conversations",), ("conversations",), _sharegpt),
         Format("alpaca", "sft", ("instruction", "output"), ("instruction", "output"), _alpaca),
+        *REAL_FORMATS,  # gsm8k, mbpp, hh-rlhf, oasst-tree, prompts: data/formats_real.py
     )
 }
 # Detection order: the most specific column sets first.
 DETECTION_ORDER = (
+    *REAL_DETECTION,
     "nemotron-rl-swe",
     "nemotron-rl-if",
     "livecodebench",
@@ -430,6 +408,8 @@ def convert_row(row: dict[str, Any], name: str | None) -> tuple[dict[str, Any], 
         ):  # a canonical-looking row whose turns still need writing into the chat format
             return {**row, "messages": chat_messages(messages)}, None
         return row, None
+    if fmt.name in MULTI_ROW:  # a row that gives several rows (or none): convert_rows
+        raise FormatError(f"format {fmt.name}: a row gives several rows; read it with convert_rows")
     missing = fmt.missing(row)
     if missing:
         columns = ", ".join(sorted(row)) or "none"
@@ -438,9 +418,29 @@ def convert_row(row: dict[str, Any], name: str | None) -> tuple[dict[str, Any], 
         converted = fmt.convert(row)
     except (KeyError, TypeError, AttributeError) as error:
         raise FormatError(f"format {fmt.name}: malformed row ({type(error).__name__}: {error})") from None
+    return _finish(row, converted), fmt.domain
+
+
+def _finish(row: dict[str, Any], converted: dict[str, Any]) -> dict[str, Any]:
     # Ids under their usual names and the extras canonical rows keep (pass_rate, reference...) ride along.
     for key in (*ID_ALIASES, *KEPT_EXTRAS):
         if key not in converted and row.get(key) is not None:
             converted[key] = row[key]
-    converted = {key: value for key, value in converted.items() if value is not None}
-    return converted, fmt.domain
+    return {key: value for key, value in converted.items() if value is not None}
+
+
+def convert_rows(row: dict[str, Any], name: str | None) -> tuple[list[dict[str, Any]], str | None]:
+    """`convert_row` for every format, those that give several rows or none (MULTI_ROW: an OASST tree's
+    pairs, an HH tie) included."""
+    fmt = detect_format(row) if name in (None, AUTO) else FORMATS[name]
+    if fmt is None or fmt.name not in MULTI_ROW:
+        converted, domain = convert_row(row, name)
+        return [converted], domain
+    missing = fmt.missing(row)
+    if missing:
+        raise FormatError(f"format {fmt.name}: missing column {missing} (columns: {', '.join(sorted(row))})")
+    try:
+        rows = fmt.convert(row)
+    except (KeyError, TypeError, AttributeError) as error:
+        raise FormatError(f"format {fmt.name}: malformed row ({type(error).__name__}: {error})") from None
+    return [_finish(row, converted) for converted in rows], fmt.domain

@@ -19,15 +19,16 @@ from cascade_cli.config.build import build_stage_config
 from cascade_cli.config.data import PrepareDataConfig
 from cascade_cli.config.structure import to_plain
 from cascade_cli.console import print_warning
-from cascade_cli.data import tiny_tasks
+from cascade_cli.data import constraints, tiny_tasks
 from cascade_cli.data.card import data_card, fingerprint_files, print_summary
 from cascade_cli.data.decontaminate import FilterResult, NgramIndex, build_index, filter_rows
-from cascade_cli.data.formats import FormatError, check_format, convert_row
+from cascade_cli.data.formats import FormatError, check_format, convert_rows
 from cascade_cli.data.io import CARD_FILE, DATA_FILE, DOMAINS, HELDOUT_FILE, pref_pair
 from cascade_cli.data.normalize import normalize_row
 from cascade_cli.data.preferences import normalize_preferences
 from cascade_cli.data.progress import progress_bar
 from cascade_cli.data.prompt_filters import drop_math_and_code
+from cascade_cli.data.select_ids import included_rows, keep_rows
 from cascade_cli.data.sources import (
     Source,
     apply_field_map,
@@ -61,7 +62,7 @@ def check_config(config: PrepareDataConfig) -> None:
         raise CascadeUsageError(
             f"prepare-data: mode: expected one of {', '.join(MODES)}; found {config.mode!r}"
         )
-    for key in ("n", "holdout"):
+    for key in ("n", "holdout", "offset"):
         if getattr(config, key) < 0:
             raise CascadeUsageError(
                 f"prepare-data: {key}: expected a count >= 0; found {getattr(config, key)}"
@@ -77,6 +78,9 @@ def check_config(config: PrepareDataConfig) -> None:
         raise CascadeUsageError(
             f"prepare-data: ngram_n: expected an n-gram size >= 1; found {config.ngram_n}"
         )
+    if config.add_constraints is not None:
+        constraints.parse_sets(config.add_constraints)
+        constraints.parse_count_range(config.constraints_per_prompt)
     if not 0.0 <= config.wrong_fraction <= 1.0:
         raise CascadeUsageError(
             f"prepare-data: wrong_fraction: expected a value in [0, 1]; found {config.wrong_fraction}"
@@ -149,14 +153,18 @@ def _raw_rows(config: PrepareDataConfig, source: Source):
     else:
         counts = [count_file_rows(path) for path in source.files]
         total = None if any(c is None for c in counts) else sum(counts)  # type: ignore[arg-type]
-        if total is not None and config.limit is not None:
-            total = min(total, config.limit)
+        if total is not None:
+            total = max(0, total - config.offset)
+            total = total if config.limit is None else min(total, config.limit)
         files = [(str(path), iter_file_rows(path)) for path in source.files]
 
     def generate():
-        read = 0
+        read = skipped = 0
         for where, rows in files:
             for number, row in rows:
+                if skipped < config.offset:
+                    skipped += 1
+                    continue
                 if config.limit is not None and read >= config.limit:
                     return
                 read += 1
@@ -186,15 +194,14 @@ def _read_rows(config: PrepareDataConfig, source: Source) -> list[dict[str, Any]
             mapped = apply_field_map(raw, mapping, f"{where}: row {number}")
             format_domain = None
             if config.format in PREFERENCE_FORMATS:  # a preference source: raw rows -> pairs first
-                mapped = preference_row(mapped, config.format, f"{where}: row {number}")
-                if mapped is None:
-                    continue
+                pair = preference_row(mapped, config.format, f"{where}: row {number}")
+                converted = [] if pair is None else [pair]
             else:
-                try:
-                    mapped, format_domain = convert_row(mapped, config.format)
+                try:  # a row gives one row, several (an OASST tree's pairs) or none (a tie)
+                    converted, format_domain = convert_rows(mapped, config.format)
                 except FormatError as error:
                     raise CascadeUsageError(f"{where}: row {number}: {error}") from None
-            rows.append(
+            rows += [
                 normalize_row(
                     mapped,
                     number=number,
@@ -204,7 +211,8 @@ def _read_rows(config: PrepareDataConfig, source: Source) -> list[dict[str, Any]
                     mode=config.mode,
                     id_prefix=Path(where).stem or "row",
                 )
-            )
+                for mapped in converted
+            ]
             progress.advance(task)
     if not rows:
         raise CascadeUsageError(f"{source.spec}: no rows")
@@ -303,6 +311,11 @@ def run_prepare_data(config: PrepareDataConfig) -> dict[str, Any]:
     else:
         rows = _read_rows(config, source)
         read = len(rows)
+        if config.keep_ids:
+            rows = keep_rows(rows, list(config.keep_ids))
+            if not rows:
+                raise CascadeUsageError(f"{source.spec}: no row has an id in keep_ids {list(config.keep_ids)}")
+        rows += [row for spec in config.include for row in included_rows(spec)]
         train, heldout, dropped = split_holdout(rows, config.holdout, config.seed)
     check_disjoint(train, heldout)
     filters: list[dict[str, Any]] = [
@@ -313,8 +326,15 @@ def run_prepare_data(config: PrepareDataConfig) -> dict[str, Any]:
             "removed_by": {"holdout": dropped},
         }
     ]
+    if config.add_constraints and config.constraints_decontaminate:  # IF-RL prompts: never a benchmark's
+        config = constraints.with_benchmark_decontamination(config)
     train, removed, reports = apply_overlap_filters(config, train)
     filters += reports
+    if config.add_constraints:  # after the filters: the base prompts are what decontamination compares
+        train = constraints.attach_constraints(train, config.add_constraints, config.constraints_per_prompt, config.seed)
+        heldout = constraints.attach_constraints(
+            heldout, config.add_constraints, config.constraints_per_prompt, config.seed + 1
+        )
     if config.drop_math_code:
         before = len(train)
         train, report = drop_math_and_code(train)

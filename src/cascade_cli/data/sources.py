@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cascade_cli.data.shared_paths import resolve_shared
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.jsonl import iter_jsonl
 from cascade_cli.records import iter_parquet
@@ -36,7 +37,7 @@ class Source:
 
 
 def parse_source(spec: str) -> Source:
-    spec = spec.strip()
+    spec = resolve_shared(spec.strip())  # shared:REL -> a file of the shared data folder
     if not spec:
         raise CascadeUsageError(
             "--source: empty (expected tiny:DOMAIN, a .jsonl/.json/.parquet file or a hub id)"
@@ -92,7 +93,7 @@ def _iter_json_file(path: Path) -> RawRows:
 
 def iter_file_rows(path: Path) -> RawRows:
     if path.suffix == ".jsonl":
-        return iter_jsonl(path)
+        return iter_jsonl(path, strings_as="prompt")  # a plain prompt list's bare strings: {"prompt": text}
     if path.suffix == ".json":
         return _iter_json_file(path)
     return iter_parquet(path)

@@ -54,6 +54,9 @@ class Benchmark:
     metric: str = "accuracy"
     default_k: int = 8
     source: str = ""
+    # Beside k: the paper's temperature 0.6 (its 64K budget cut to a CPU run's); gsm8k / mbpp are greedy.
+    default_temperature: float = 0.6
+    default_max_tokens: int = 1024
 
     def rows(self, limit: int | None = None) -> list[dict[str, Any]]:
         rows = self.load()
@@ -81,16 +84,16 @@ def shared_data_dir() -> Path | None:
     return None
 
 
-def shared_file(relative: str, benchmark: str) -> Path:
+def shared_file(relative: str, benchmark: str, what: str = "benchmark ") -> Path:
     root = shared_data_dir()
     if root is None:
         raise CascadeUsageError(
-            f"benchmark {benchmark}: the shared data folder was not found (looked for shared/data beside the "
+            f"{what}{benchmark}: the shared data folder was not found (looked for shared/data beside the "
             f"repository and above it); set {SHARED_DATA_ENV} to the folder that holds {relative}"
         )
     path = root / relative
     if not path.is_file():
-        raise CascadeUsageError(f"benchmark {benchmark}: data file {path} not found (set {SHARED_DATA_ENV})")
+        raise CascadeUsageError(f"{what}{benchmark}: data file {path} not found (set {SHARED_DATA_ENV})")
     return path
 
 
@@ -442,6 +445,10 @@ BENCHMARKS: dict[str, Benchmark] = {
         ),
     ]
 }
+# GSM8K and MBPP (shared/data/real): evaluation/benchmarks_real.py, imported here so every lookup sees them.
+from cascade_cli.evaluation.benchmarks_real import REAL_BENCHMARKS  # noqa: E402
+
+BENCHMARKS.update(REAL_BENCHMARKS)
 # `mcq` has no bundled data: `mcq:FILE` (GPQA / MMLU-Pro rows) or `--benchmark-file FILE --domain mcq`.
 FILE_BENCHMARKS = {"mcq": "mcq", "code_stdio": "code", "math": "math", "ifeval": "if", "ifbench": "if", "file": None}
 

@@ -81,10 +81,12 @@ def match_responses(
     matches no benchmark row is an error; benchmark rows without any response are left out.
     """
     by_id: dict[str, tuple[str, dict[str, Any]]] = {}
+    by_name_id: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}  # ids repeat across benchmarks ("11")
     by_prompt: dict[str, tuple[str, dict[str, Any]]] = {}
     for name, rows in benchmarks.items():
         for row in rows:
             by_id.setdefault(str(row["id"]), (name, row))
+            by_name_id.setdefault((name, str(row["id"])), (name, row))
             for text in (row.get("question"), row.get("prompt")):
                 if text is not None:
                     by_prompt.setdefault(_prompt_key(text), (name, row))
@@ -98,7 +100,8 @@ def match_responses(
             )
         match = None
         if "id" in response_row:
-            match = by_id.get(str(response_row["id"]))
+            key = str(response_row["id"])
+            match = by_id.get(key) if wanted is None else by_name_id.get((wanted, key))
         if match is None and "prompt" in response_row:
             match = by_prompt.get(_prompt_key(response_row["prompt"]))
         if match is None or (wanted is not None and match[0] != wanted):

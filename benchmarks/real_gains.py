@@ -1,0 +1,169 @@
+"""What every stage of a real cascade buys on the full real benchmarks, per seed, with 95% bootstrap intervals.
+
+Runs `cascade recipe run RECIPE seed=S run_dir=OUT/seedS` once per seed, evaluating the starting model and
+every stage's checkpoint on the whole of each benchmark (no limit), greedy (temperature 0, k = 1), then reads
+the recipe's own outputs: RUN/eval/<stage>/samples.jsonl (one verdict per problem) and each stage's
+cascade_stage.json (metrics and wall time). Prints and writes OUT/gains.md and OUT/gains.json:
+
+- stage x benchmark: the headline score (IFEval prompt-level strict; accuracy / pass@1 otherwise) with a 95%
+  bootstrap interval over problems, and the change from the stage before with a paired bootstrap interval
+  (the same resampled problems on both sides);
+- the reward model's held-out pairwise accuracy (before -> after), RLHF's mean reward-model score on its
+  held-out prompts (before -> after), each RL stage's greedy held-out accuracy on its own domain;
+- the wall time of every stage and evaluation.
+
+    python benchmarks/real_gains.py --recipe recipes/smol-if.yaml [--seeds 0 1] [--out runs/real_gains]
+        [--max-tokens 512] [--report-only] [override ...]
+
+Overrides are recipe dotlist overrides (`model=/work/models/smollm2-135m` until the `smollm2-135m` spec is
+available, `stages.if_rl.steps=20`, `eval.limit=100` for a quick look). --report-only reads existing runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+BOOTSTRAP_DRAWS = 2000
+
+
+def run_seed(recipe: str, seed: int, out: Path, max_tokens: int, overrides: list[str]) -> None:
+    run_dir = out / f"seed{seed}"
+    argv = [sys.executable, "-m", "cascade_cli", "recipe", "run", recipe, f"seed={seed}", f"run_dir={run_dir}"]
+    argv += ["eval.after_each_stage=true", "eval.limit=null", "eval.k=1", "eval.temperature=0.0"]
+    argv += [f"eval.max_tokens={max_tokens}", *overrides]
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / f"seed{seed}.log", "w") as log:
+        print(f"seed {seed}: {' '.join(argv[2:])}  (log: {out}/seed{seed}.log)", flush=True)
+        code = subprocess.call(argv, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
+    if code != 0:
+        sys.exit(f"seed {seed} failed (exit {code}); see {out}/seed{seed}.log")
+
+
+def per_problem(samples: Path) -> dict[str, dict[str, float]]:
+    """benchmark -> problem id -> score in [0, 1] (the mean over its samples; IFEval: prompt-level strict)."""
+    scores: dict[str, dict[str, list[float]]] = {}
+    for line in samples.read_text().splitlines():
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        details = row.get("details") or {}
+        passed = details.get("prompt_strict", row.get("passed"))
+        scores.setdefault(row["benchmark"], {}).setdefault(str(row["id"]), []).append(float(bool(passed)))
+    return {name: {pid: sum(v) / len(v) for pid, v in problems.items()} for name, problems in scores.items()}
+
+
+def bootstrap(values: list[float], paired: list[float] | None = None, seed: int = 0) -> tuple[float, float, float]:
+    """(mean, low, high) in points of the mean of `values` (minus `paired`, problem by problem), 95% interval."""
+    diffs = values if paired is None else [a - b for a, b in zip(values, paired, strict=True)]
+    rng = random.Random(seed)
+    n = len(diffs)
+    means = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(BOOTSTRAP_DRAWS))
+    low, high = means[int(0.025 * BOOTSTRAP_DRAWS)], means[int(0.975 * BOOTSTRAP_DRAWS) - 1]
+    return 100 * sum(diffs) / n, 100 * low, 100 * high
+
+
+def stage_order(run_dir: Path) -> tuple[list[str], list[str]]:
+    """(every stage in run order, the evaluated ones: `base` and each stage that produced a model)."""
+    stages = json.loads((run_dir / "run.json").read_text())["stage_order"]
+    evaluated = [name for name in ["base", *stages] if (run_dir / "eval" / name / "samples.jsonl").is_file()]
+    return stages, evaluated
+
+
+def stage_facts(run_dir: Path, stage: str) -> dict[str, Any]:
+    path = run_dir / stage / "cascade_stage.json"
+    if not path.is_file():
+        return {}
+    manifest = json.loads(path.read_text())
+    metrics, facts = manifest.get("metrics") or {}, {}
+    facts["kind"] = manifest.get("kind")
+    timings = manifest.get("timings") or {}
+    facts["seconds"] = next((timings[k] for k in ("wall_s", "seconds", "total_s") if k in timings), None)
+    facts.update({key: value for key, value in metrics.items() if key.startswith("heldout_") and value is not None})
+    return facts
+
+
+def seed_table(run_dir: Path) -> dict[str, Any]:
+    every, stages = stage_order(run_dir)
+    scores = {stage: per_problem(run_dir / "eval" / stage / "samples.jsonl") for stage in stages}
+    table: dict[str, Any] = {"stages": stages, "benchmarks": {}, "eval_seconds": {},
+                             "facts": {stage: stage_facts(run_dir, stage) for stage in every}}  # fmt: skip
+    for stage in stages:
+        results = json.loads((run_dir / "eval" / stage / "results.json").read_text())
+        table["eval_seconds"][stage] = results.get("seconds")
+    for name in sorted({name for per in scores.values() for name in per}):
+        rows = []
+        for index, stage in enumerate(stages):
+            problems = scores[stage].get(name, {})
+            ids = sorted(problems)
+            mean, low, high = bootstrap([problems[i] for i in ids])
+            row = {"stage": stage, "n": len(ids), "score": mean, "ci": [low, high]}
+            if index:
+                before = scores[stages[index - 1]].get(name, {})
+                shared = [i for i in ids if i in before]
+                if shared:
+                    delta, dlow, dhigh = bootstrap([problems[i] for i in shared], [before[i] for i in shared])
+                    row.update(delta=delta, delta_ci=[dlow, dhigh])
+            rows.append(row)
+        table["benchmarks"][name] = rows
+    return table
+
+
+def render(tables: dict[int, dict[str, Any]]) -> str:
+    lines = []
+    for seed, table in tables.items():
+        names = [f"{name} (n={rows[0]['n']})" for name, rows in table["benchmarks"].items()]
+        lines += [f"## seed {seed}", "", "| stage | " + " | ".join(names) + " | stage s | eval s |",
+                  "|---|" + "---|" * (len(table["benchmarks"]) + 2)]  # fmt: skip
+        for index, stage in enumerate(table["stages"]):
+            cells = []
+            for rows in table["benchmarks"].values():
+                row = rows[index]
+                cell = f"{row['score']:.1f} [{row['ci'][0]:.1f}, {row['ci'][1]:.1f}]"
+                if "delta" in row:
+                    cell += f" ({row['delta']:+.1f} [{row['delta_ci'][0]:+.1f}, {row['delta_ci'][1]:+.1f}])"
+                cells.append(cell)
+            facts = table["facts"].get(stage, {})
+            seconds = facts.get("seconds")
+            wall = f"{seconds:.0f}" if isinstance(seconds, (int, float)) else "-"
+            lines.append(f"| {stage} | " + " | ".join(cells) + f" | {wall} | {table['eval_seconds'].get(stage)} |")
+        lines.append("")
+        for stage, facts in table["facts"].items():
+            shown = {k: v for k, v in facts.items() if k.startswith("heldout_") or k == "seconds"}
+            if shown:
+                text = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in shown.items())
+                lines.append(f"- {stage} ({facts.get('kind')}): {text}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--recipe", default="recipes/smol.yaml")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--out", type=Path, default=Path("runs/real_gains"))
+    parser.add_argument("--max-tokens", type=int, default=512)
+    parser.add_argument("--report-only", action="store_true", help="read the runs already in --out")
+    parser.add_argument("overrides", nargs="*")
+    args = parser.parse_args()
+    began = time.perf_counter()
+    if not args.report_only:
+        for seed in args.seeds:
+            run_seed(args.recipe, seed, args.out, args.max_tokens, args.overrides)
+    tables = {seed: seed_table(args.out / f"seed{seed}") for seed in args.seeds}
+    text = f"# {args.recipe}: greedy (k = 1), 95% bootstrap intervals over problems\n\n" + render(tables)
+    (args.out / "gains.md").write_text(text)
+    (args.out / "gains.json").write_text(json.dumps(tables, indent=2) + "\n")
+    print(text)
+    print(f"wrote {args.out}/gains.md and gains.json ({time.perf_counter() - began:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

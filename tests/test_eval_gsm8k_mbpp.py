@@ -1,0 +1,47 @@
+"""The gsm8k and mbpp benchmarks (evaluation/benchmarks_real.py): the test splits with the stated ids, their
+defaults beside them, and `cascade eval --responses` scoring another system's outputs on them (the reference
+answers score 100, wrong ones 0)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cascade_cli.data.decontaminate import reference_prompts
+from cascade_cli.evaluation.benchmarks import BENCHMARKS, known_benchmarks, resolve_benchmark
+
+
+def test_the_test_splits_and_their_ids(shared_data: Path):
+    gsm8k, mbpp = resolve_benchmark("gsm8k").rows(), resolve_benchmark("mbpp").rows()
+    assert len(gsm8k) == 1319 and [row["id"] for row in gsm8k[:2]] == ["0", "1"] and gsm8k[-1]["id"] == "1318"
+    first = json.loads((shared_data / "real" / "gsm8k" / "test.jsonl").read_text().splitlines()[0])
+    assert gsm8k[0]["question"] == first["question"] and gsm8k[0]["label"] == {"answer": "18"}
+    assert len(mbpp) == 500 and [row["id"] for row in mbpp] == [str(i) for i in range(11, 511)]
+    assert mbpp[0]["label"]["kind"] == "assert" and mbpp[0]["prompt"].count("assert ") == 1
+    assert {"gsm8k", "mbpp", "humaneval", "ifeval", "math500"} <= set(known_benchmarks())
+
+
+def test_defaults_written_beside_each_benchmark():
+    assert (BENCHMARKS["gsm8k"].default_k, BENCHMARKS["gsm8k"].default_temperature) == (1, 0.0)
+    assert (BENCHMARKS["mbpp"].default_k, BENCHMARKS["mbpp"].default_max_tokens) == (1, 512)
+    assert BENCHMARKS["aime24"].default_k == 64 and BENCHMARKS["ifeval"].default_temperature == 0.6  # the paper's
+
+
+def test_responses_score_on_both(cli, tmp_path: Path, shared_data: Path):
+    rows = {name: resolve_benchmark(name).rows() for name in ("gsm8k", "mbpp")}
+    responses = tmp_path / "responses.jsonl"
+    lines = [{"benchmark": "gsm8k", "id": row["id"], "response": row["reference"]} for row in rows["gsm8k"]]
+    lines += [{"benchmark": "mbpp", "id": row["id"], "response": row["reference"]} for row in rows["mbpp"][:12]]
+    lines += [{"benchmark": "mbpp", "id": row["id"], "response": "```python\nprint(1)\n```"} for row in rows["mbpp"][12:16]]
+    responses.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    result = cli(["eval", "--responses", responses, "--benchmarks", "gsm8k,mbpp", "--out", tmp_path / "out"])
+    assert result.exit_code == 0, result.output
+    scores = json.loads((tmp_path / "out" / "results.json").read_text())["benchmarks"]
+    assert scores["gsm8k"]["score"] == 100.0 and scores["gsm8k"]["problems"] == 1319
+    assert scores["mbpp"]["problems"] == 16 and scores["mbpp"]["score"] == 75.0
+
+
+def test_decontamination_compares_the_raw_problems(shared_data: Path):
+    name, texts = reference_prompts("gsm8k")
+    assert name == "gsm8k" and len(texts) == 1319 and "boxed" not in texts[0]
+    assert len(reference_prompts("mbpp")[1]) == 500

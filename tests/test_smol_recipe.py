@@ -1,0 +1,109 @@
+"""recipes/smol.yaml and recipes/smol-if.yaml: they validate and plan, and a shortened smol run (a few rows
+and one or two steps per stage, every stage kind, the four real benchmarks on two problems each) completes on
+the real SmolLM2-135M-Instruct and writes the report.
+
+The model is the plain HF copy at /work/models/smollm2-135m (the `smollm2-135m` spec replaces it when the
+real-model support is merged: switch `SMOL_MODEL` to the spec)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from cascade_cli.checkpoint import read_manifest
+from cascade_cli.recipe.loader import load_recipe
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("real_gains", ROOT / "benchmarks" / "real_gains.py")
+real_gains = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(real_gains)
+SMOL_MODEL = Path(os.environ.get("CASCADE_SMOL_MODEL", "/work/models/smollm2-135m"))
+# One or two steps of every stage on a few rows: the shape of the real run, in about a minute.
+SHORT = [
+    "stages.data_sft_math.limit=6",
+    "stages.data_sft_code.keep_ids=[601-604]",
+    "stages.data_sft.limit=6",
+    "stages.data_pref.limit=24",
+    "stages.data_pref.holdout=6",
+    "stages.data_chat.limit=60",
+    "stages.data_chat.holdout=2",
+    "stages.data_if_seed.limit=4",
+    "stages.data_if.limit=10",
+    "stages.data_if.holdout=2",
+    "stages.data_math.offset=6",
+    "stages.data_math.limit=12",
+    "stages.data_math.holdout=2",
+    "stages.data_code.keep_ids=[511-520]",
+    "stages.data_code.holdout=2",
+    "stages.sft.max_steps=2",
+    "stages.sft.batch_size=2",
+    "stages.sft.max_seq_len=256",
+    "stages.sft.eval_limit=2",
+    "stages.sft.eval_max_new_tokens=8",
+    "stages.rm.max_steps=2",
+    "stages.rm.batch_size=4",
+    "stages.rm.micro_batch=4",
+    "stages.rm.max_seq_len=128",
+    *(f"stages.{name}.{key}" for name in ("rlhf", "if_rl", "math_rl", "code_rl")
+      for key in ("steps=1", "prompts_per_step=2", "group_size=2", "max_response_len=8", "eval_limit=2",
+                  "eval_max_new_tokens=8")),
+    "stages.rlhf.rm_max_len=256",
+    "stages.math_rl.phases=[{steps: 1, max_response_len: 8}]",
+    "eval.limit=2",
+    "eval.max_tokens=8",
+]  # fmt: skip
+
+
+@pytest.fixture
+def smol_model() -> Path:
+    if not (SMOL_MODEL / "config.json").is_file():
+        pytest.skip(f"SmolLM2-135M-Instruct not found at {SMOL_MODEL} (set CASCADE_SMOL_MODEL)")
+    return SMOL_MODEL
+
+
+@pytest.mark.parametrize("name", ["smol", "smol-if"])
+def test_smol_recipes_validate_and_plan(cli, name: str, shared_data: Path):
+    assert cli(["recipe", "validate", str(ROOT / "recipes" / f"{name}.yaml")]).exit_code == 0
+    result = cli(["recipe", "plan", str(ROOT / "recipes" / f"{name}.yaml")])
+    assert result.exit_code == 0, result.output
+    assert "cascade rlvr --domain if" in result.output and "shared:real/prompts/" in result.output
+    assert "--benchmarks ifeval" in result.output
+
+
+def test_smol_recipe_stages_and_splits():
+    recipe = load_recipe(str(ROOT / "recipes" / "smol.yaml"))
+    kinds = [stage.kind.kind for stage in recipe.stages if stage.kind.kind != "prepare_data"]
+    assert kinds == ["sft", "reward_model", "rlhf", "rlvr", "rlvr", "rlvr"]
+    assert [stage.config.domain for stage in recipe.stages if stage.kind.kind == "rlvr"] == ["if", "math", "code"]
+    assert recipe.recipe.model == "smollm2-135m"
+    assert list(recipe.eval.benchmarks) == ["ifeval", "gsm8k", "mbpp", "humaneval"]
+    sources = {stage.name: stage.config.source for stage in recipe.stages if stage.kind.kind == "prepare_data"}
+    assert not any("test.jsonl" in source and "gsm8k" in source for source in sources.values())  # GSM8K test: eval only
+    code_ids = {stage.name: list(stage.config.keep_ids) for stage in recipe.stages if "mbpp" in getattr(stage.config, "source", "")}
+    assert code_ids == {"data_sft_code": ["601-800"], "data_code": ["511-600", "801-974"]}  # never 11-510
+
+
+def test_shortened_smol_run_on_the_real_model(cli, tmp_path: Path, smol_model: Path, shared_data: Path):
+    run_dir = tmp_path / "smol"
+    overrides = [f"model={smol_model}", f"run_dir={run_dir}", *SHORT]
+    result = cli(["recipe", "run", str(ROOT / "recipes" / "smol.yaml"), *overrides])
+    assert result.exit_code == 0, result.output
+    run = json.loads((run_dir / "run.json").read_text())
+    assert all(run["stages"][name]["status"] == "completed" for name in run["stage_order"])
+    assert read_manifest(run_dir / "rm")["metrics"]["heldout_pairs"] == 6
+    if_rows = [json.loads(line) for line in (run_dir / "data_if" / "data.jsonl").read_text().splitlines()]
+    assert if_rows and all(row["domain"] == "if" and row["label"]["instruction_id_list"] for row in if_rows)
+    for stage in ("base", "sft", "rlhf", "if_rl", "math_rl", "code_rl"):
+        results = json.loads((run_dir / "eval" / stage / "results.json").read_text())
+        assert set(results["benchmarks"]) == {"ifeval", "gsm8k", "mbpp", "humaneval"}
+    assert (run_dir / "report.md").is_file()
+    # benchmarks/real_gains.py reads the same outputs: per-problem scores, intervals, the RM's accuracy
+    table = real_gains.seed_table(run_dir)
+    assert table["stages"][0] == "base" and table["stages"][-1] == "code_rl"
+    ifeval = table["benchmarks"]["ifeval"]
+    assert ifeval[0]["n"] == 2 and ifeval[1]["ci"][0] <= ifeval[1]["score"] <= ifeval[1]["ci"][1]
+    assert "delta" in ifeval[1] and "heldout_accuracy" in table["facts"]["rm"]
