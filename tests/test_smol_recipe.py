@@ -2,14 +2,13 @@
 and one or two steps per stage, every stage kind, the four real benchmarks on two problems each) completes on
 the real SmolLM2-135M-Instruct and writes the report.
 
-The model is the plain HF copy at /work/models/smollm2-135m (the `smollm2-135m` spec replaces it when the
-real-model support is merged: switch `SMOL_MODEL` to the spec)."""
+The model is the embedded `smollm2-135m` (converted once into the cascade cache by conftest's `smollm2_dir`).
+The shortened run is `slow`: every stage kind on the real model takes a few minutes on two cores."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,6 @@ ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("real_gains", ROOT / "benchmarks" / "real_gains.py")
 real_gains = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(real_gains)
-SMOL_MODEL = Path(os.environ.get("CASCADE_SMOL_MODEL", "/work/models/smollm2-135m"))
 # One or two steps of every stage on a few rows: the shape of the real run, in about a minute.
 SHORT = [
     "stages.data_sft_math.limit=6",
@@ -59,10 +57,8 @@ SHORT = [
 
 
 @pytest.fixture
-def smol_model() -> Path:
-    if not (SMOL_MODEL / "config.json").is_file():
-        pytest.skip(f"SmolLM2-135M-Instruct not found at {SMOL_MODEL} (set CASCADE_SMOL_MODEL)")
-    return SMOL_MODEL
+def smol_model(smollm2_dir: Path) -> Path:
+    return smollm2_dir
 
 
 @pytest.mark.parametrize("name", ["smol", "smol-if"])
@@ -87,6 +83,7 @@ def test_smol_recipe_stages_and_splits():
     assert code_ids == {"data_sft_code": ["601-800"], "data_code": ["511-600", "801-974"]}  # never 11-510
 
 
+@pytest.mark.slow
 def test_shortened_smol_run_on_the_real_model(cli, tmp_path: Path, smol_model: Path, shared_data: Path):
     run_dir = tmp_path / "smol"
     overrides = [f"model={smol_model}", f"run_dir={run_dir}", *SHORT]

@@ -421,13 +421,7 @@ BENCHMARKS: dict[str, Benchmark] = {
             "LiveCodeBench-style stdin/stdout problems",
             default_k=8,
         ),
-        Benchmark(
-            "tiny_math",
-            "math",
-            _tiny_loader("math"),
-            "tiny synthetic arithmetic (held-out seed)",
-            default_k=4,
-        ),
+        Benchmark("tiny_math", "math", _tiny_loader("math"), "tiny synthetic arithmetic (held-out seed)", default_k=4),
         Benchmark(
             "tiny_code", "code", _tiny_loader("code"), "tiny synthetic code (held-out seed)", default_k=4
         ),
