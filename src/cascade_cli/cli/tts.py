@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from cascade_cli.cli.base import make_typer
+from cascade_cli.cli.base import make_typer, with_parameters
 from cascade_cli.console import console, stdout
 from cascade_cli.errors import CascadeUsageError
 
@@ -23,10 +24,27 @@ BackendOpt = Annotated[str, typer.Option("--backend", help="Rollout backend: aut
 SeedOpt = Annotated[int, typer.Option("--seed", help="Sampling seed.")]
 
 
-def _sampling(max_tokens: int, temperature: float, top_p: float, backend: str, seed: int):
+# Options both commands take (added to their signatures by `with_parameters`): name -> (type, default).
+SHARED_OPTIONS: dict[str, tuple[Any, Any]] = {
+    "limit": (LimitOpt, None),
+    "max_tokens": (MaxTokensOpt, 1024),
+    "temperature": (TemperatureOpt, 0.6),
+    "top_p": (TopPOpt, 0.95),
+    "backend": (BackendOpt, "auto"),
+    "seed": (SeedOpt, 0),
+    "out": (OutOpt, None),
+}
+SHARED_PARAMETERS = [
+    inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+    for name, (annotation, default) in SHARED_OPTIONS.items()
+]
+
+
+def _sampling(shared: dict[str, Any]):
     from cascade_cli.tts.sampling import SamplingSettings
 
-    return SamplingSettings(max_tokens, temperature, top_p, backend, seed)
+    keys = ("max_tokens", "temperature", "top_p", "backend", "seed")
+    return SamplingSettings(*(shared[key] for key in keys))
 
 
 def _write(out: Path, result: dict[str, Any]) -> Path:
@@ -53,18 +71,13 @@ def code_command(
     unsafe_no_sandbox: Annotated[
         bool, typer.Option("--unsafe-no-sandbox", help="Run tests without the sandbox (trusted code only).")
     ] = False,
-    limit: LimitOpt = None,
-    max_tokens: MaxTokensOpt = 1024,
-    temperature: TemperatureOpt = 0.6,
-    top_p: TopPOpt = 0.95,
-    backend: BackendOpt = "auto",
-    seed: SeedOpt = 0,
-    out: OutOpt = None,
+    **shared: Any,
 ) -> None:
     """Multi-round test-time scaling for code (paper §5.1, App. C.3): per round G generations per unsolved
     problem; responses without code or failing the public tests are dropped; one submission is picked by
-    Tail-10 (the top 10% of candidates by tail confidence, the mean token log-prob of the last 2,048 tokens,
-    then a confidence-weighted vote over identical code) and judged on the hidden tests; the next round's
+    Tail-10 (the top 10% of candidates by confidence, the mean token log-prob of the response, which is
+    DeepConf's tail confidence for responses up to 2,048 tokens; then a confidence-weighted vote over
+    identical code) and judged on the hidden tests; the next round's
     prompt adds the last <= 5 failed submissions with their verdicts and accepted code of solved sibling
     subtasks (rows sharing a `problem`). Public tests: a row's `public_tests` (K or a code label), else the
     first --public-tests tests; hidden tests: the whole label. Prints the score per round and writes tts.json.
@@ -76,12 +89,12 @@ def code_command(
 
     if model is None:
         raise CascadeUsageError("--model CKPT is required (a checkpoint directory or `tiny`)")
-    rows = load_problems(problems, "code", limit)
+    rows = load_problems(problems, "code", shared["limit"])
     options: dict[str, Any] = {"workers": workers} if workers else {}
     if unsafe_no_sandbox:
         options["unsafe_no_sandbox"] = True
     settings = CodeTTSSettings(rounds, generations, max_generations, public_tests, options=options)
-    sampling = _sampling(max_tokens, temperature, top_p, backend, seed)
+    sampling = _sampling(shared)
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console) as bar:
@@ -109,7 +122,7 @@ def code_command(
         table.add_row(*(str(r[k]) for k in ("round", "generations_total", "with_code", "passed_public",
                                              "submitted", "accepted", "solved")), f"{r['score']:.1f}")
     stdout.print(table)
-    path = _write(out or Path("runs") / "tts" / f"code-{problems.stem}", result)
+    path = _write(shared["out"] or Path("runs") / "tts" / f"code-{problems.stem}", result)
     console.print(f"score {result['score']:.1f} (pass@1 {result['pass_at_1']:.1f}); results: {path}")
 
 
@@ -123,13 +136,7 @@ def swe_command(
     threshold: Annotated[
         float, typer.Option("--threshold", help="A patch counts as resolving at this swe reward (1.0: equals the golden patch).")
     ] = 1.0,
-    limit: LimitOpt = None,
-    max_tokens: MaxTokensOpt = 1024,
-    temperature: TemperatureOpt = 0.6,
-    top_p: TopPOpt = 0.95,
-    backend: BackendOpt = "auto",
-    seed: SeedOpt = 0,
-    out: OutOpt = None,
+    **shared: Any,
 ) -> None:
     """best@k for SWE repair (paper §7.4): k patches per instance; execution-free filter (no patch,
     unparsable, not applicable or no-op patches dropped); majority vote over identical normalised patches;
@@ -145,8 +152,8 @@ def swe_command(
 
     if (model is None) == (responses is None):
         raise CascadeUsageError("give either --model CKPT (generate k patches) or --responses FILE (score them)")
-    rows = load_problems(problems, "swe", limit)
-    sampling = _sampling(max_tokens, temperature, top_p, backend, seed)
+    rows = load_problems(problems, "swe", shared["limit"])
+    sampling = _sampling(shared)
     if responses is not None:
         from cascade_cli.evaluation.responses import match_responses
 
@@ -177,13 +184,13 @@ def swe_command(
                       f"{row['pass_at_1']:.1f}", f"{row['selected_reward']:.3f}")
     stdout.print(table)
     name = f"swe-{problems.stem}"
-    path = _write(out or Path("runs") / "tts" / name, result)
+    path = _write(shared["out"] or Path("runs") / "tts" / name, result)
     console.print(f"results: {path}")
 
 
 def register(app: typer.Typer) -> None:
     group = make_typer("tts", "Test-time scaling: multi-round code submissions, best@k for SWE.\n\n"
                        "Example: [bold]cascade tts code --model tiny --problems heldout.jsonl -R 2 -G 4[/]")
-    group.command("code", short_help="Multi-round test-time scaling for competitive programming.")(code_command)
-    group.command("swe", short_help="best@k for SWE: filter, majority vote, shortest patch.")(swe_command)
+    group.command("code", short_help="Multi-round test-time scaling for competitive programming.")(with_parameters(code_command, SHARED_PARAMETERS))
+    group.command("swe", short_help="best@k for SWE: filter, majority vote, shortest patch.")(with_parameters(swe_command, SHARED_PARAMETERS))
     app.add_typer(group, name="tts")

@@ -1,0 +1,98 @@
+"""What test-time scaling buys over pass@1, on any code or SWE problem file and checkpoint.
+
+code: runs `cascade tts code`'s loop (tts/code.py) once per seed and prints pass@1 (round-1 responses on the
+hidden tests, unfiltered, at the same sampling settings) against the TTS score after each round.
+swe: samples k patches per instance once per seed and prints pass@1, best@k and pass@k (tts/swe.py).
+
+    python benchmarks/tts_gains.py code --model runs/tiny/sft --problems runs/tiny/data_code/heldout.jsonl \
+        --rounds 4 --generations 8 --max-generations 2000 --max-tokens 96 --temperature 1.0 --seeds 0 1 2
+    python benchmarks/tts_gains.py swe --model runs/tiny/swe_rl --problems runs/tiny/data_swe/heldout.jsonl -k 8
+    python benchmarks/tts_gains.py code --model /work/models/smollm2-135m --problems mbpp.jsonl --max-tokens 384
+
+Each seed's full result goes to OUT/<domain>-seed<S>.json; the summary to OUT/<domain>-summary.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+
+def run_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
+    from cascade_cli.tts.sampling import SamplingSettings, load_problems, open_generator, sampler
+
+    rows = load_problems(args.problems, args.domain, args.limit)
+    sampling = SamplingSettings(args.max_tokens, args.temperature, args.top_p, args.backend, seed)
+    generator = open_generator(args.model, sampling)
+    try:
+        sample = sampler(generator, sampling)
+        if args.domain == "code":
+            from cascade_cli.tts.code import CodeTTSSettings, run_code_tts
+
+            settings = CodeTTSSettings(args.rounds, args.generations, args.max_generations, args.public_tests)
+            result = run_code_tts(rows, sample, settings)
+            return {"pass_at_1": result["pass_at_1"], "rounds": [r["score"] for r in result["rounds"]],
+                    "tts": result["score"], "generations": result["generations"], "full": result}
+        from cascade_cli.chat import render_prompt
+        from cascade_cli.records import row_prompt
+        from cascade_cli.tts.swe import Instance, run_swe_tts
+
+        prompts = [render_prompt(row_prompt(row), row.get("mode", "think")) for row in rows]
+        groups = sample(prompts, [args.k] * len(rows))
+        result = run_swe_tts([Instance(row, [c.text for c in g]) for row, g in zip(rows, groups, strict=True)],
+                             args.threshold)
+        last = result["curve"][-1]
+        return {"pass_at_1": last["pass_at_1"], "tts": last["best_at_k"], "pass_at_k": last["pass_at_k"],
+                "curve": result["curve"], "full": result}
+    finally:
+        generator.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("domain", choices=["code", "swe"])
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--problems", type=Path, required=True)
+    parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--generations", type=int, default=8)
+    parser.add_argument("--max-generations", type=int, default=100_000)
+    parser.add_argument("--public-tests", type=int, default=1)
+    parser.add_argument("-k", type=int, default=8)
+    parser.add_argument("--threshold", type=float, default=1.0)
+    parser.add_argument("--max-tokens", type=int, default=96)
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--backend", default="auto")
+    parser.add_argument("--out", type=Path, default=Path("runs/tts_gains"))
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    rows = []
+    for seed in args.seeds:
+        began = time.perf_counter()
+        result = run_seed(args, seed)
+        result["seconds"] = round(time.perf_counter() - began, 1)
+        (args.out / f"{args.domain}-seed{seed}.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+        extra = f"rounds {result['rounds']}" if args.domain == "code" else f"pass@{args.k} {result['pass_at_k']:.1f}"
+        print(f"seed {seed}: pass@1 {result['pass_at_1']:.1f}  tts {result['tts']:.1f}  {extra}  ({result['seconds']} s)")
+        rows.append(result)
+    summary = {
+        "domain": args.domain, "model": args.model, "problems": str(args.problems), "seeds": args.seeds,
+        "pass_at_1": round(statistics.mean(r["pass_at_1"] for r in rows), 2),
+        "tts": round(statistics.mean(r["tts"] for r in rows), 2),
+        "settings": {k: str(v) for k, v in vars(args).items()},
+    }
+    (args.out / f"{args.domain}-summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    name = "TTS score" if args.domain == "code" else f"best@{args.k}"
+    print(f"mean over {len(rows)} seeds: pass@1 {summary['pass_at_1']:.1f} -> {name} {summary['tts']:.1f} "
+          f"(+{summary['tts'] - summary['pass_at_1']:.1f})")
+
+
+if __name__ == "__main__":
+    main()
