@@ -33,7 +33,9 @@ def run_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
         if args.domain == "code":
             from cascade_cli.tts.code import CodeTTSSettings, run_code_tts
 
-            settings = CodeTTSSettings(args.rounds, args.generations, args.max_generations, args.public_tests)
+            settings = CodeTTSSettings(
+                args.rounds, args.generations, args.max_generations, args.public_tests, feedback=not args.no_feedback
+            )
             result = run_code_tts(rows, sample, settings)
             return {"pass_at_1": result["pass_at_1"], "rounds": [r["score"] for r in result["rounds"]],
                     "tts": result["score"], "generations": result["generations"], "full": result}
@@ -63,6 +65,7 @@ def main() -> None:
     parser.add_argument("--generations", type=int, default=8)
     parser.add_argument("--max-generations", type=int, default=100_000)
     parser.add_argument("--public-tests", type=int, default=1)
+    parser.add_argument("--no-feedback", action="store_true", help="code: later prompts without feedback")
     parser.add_argument("-k", type=int, default=8)
     parser.add_argument("--threshold", type=float, default=1.0)
     parser.add_argument("--max-tokens", type=int, default=96)

@@ -126,6 +126,12 @@ def test_rounds_feedback_siblings_and_the_n_cap():
     assert problems["p1-a"]["solved_round"] == 1 and problems["p1-b"]["solved_round"] is None
     assert [f["verdict"] for f in problems["p1-b"]["failed"]] == ["wrong_answer", "wrong_answer"]
 
+    prompts_seen.clear()
+    counts_seen.clear()
+    plain = CodeTTSSettings(rounds=2, generations=3, max_generations=8, public_tests=1, feedback=False)
+    run_code_tts(rows, sample, plain)
+    assert "earlier submissions" not in prompts_seen[1][0] and "Subtask" not in prompts_seen[1][0]
+
 
 # ---- SWE: filter, majority vote, tie-break ---------------------------------------------------------------
 

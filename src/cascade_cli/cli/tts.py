@@ -67,6 +67,9 @@ def code_command(
     public_tests: Annotated[
         int, typer.Option("--public-tests", min=0, help="Tests that are public (the first K) when a row gives no `public_tests`.")
     ] = 1,
+    feedback: Annotated[
+        bool, typer.Option("--feedback/--no-feedback", help="Add failed submissions and sibling code to later prompts.")
+    ] = True,
     workers: Annotated[int | None, typer.Option("--workers", min=1, help="Code sandboxes run at once.")] = None,
     unsafe_no_sandbox: Annotated[
         bool, typer.Option("--unsafe-no-sandbox", help="Run tests without the sandbox (trusted code only).")
@@ -93,7 +96,7 @@ def code_command(
     options: dict[str, Any] = {"workers": workers} if workers else {}
     if unsafe_no_sandbox:
         options["unsafe_no_sandbox"] = True
-    settings = CodeTTSSettings(rounds, generations, max_generations, public_tests, options=options)
+    settings = CodeTTSSettings(rounds, generations, max_generations, public_tests, feedback=feedback, options=options)
     sampling = _sampling(shared)
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 

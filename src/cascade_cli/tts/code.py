@@ -21,7 +21,7 @@ from typing import Any
 
 from cascade_cli.chat import render_prompt
 from cascade_cli.engines.local.generation import Completion
-from cascade_cli.records import rollout_record
+from cascade_cli.records import rollout_record, row_prompt
 from cascade_cli.tts.problems import Submission, hidden_label, public_label, round_prompt
 from cascade_cli.tts.select import Candidate, normalise_code, select_submission
 from cascade_cli.verifiers.batch import score_records
@@ -39,6 +39,7 @@ class CodeTTSSettings:
     max_generations: int = 1000  # N over all rounds and problems
     public_tests: int = 1  # first k tests are public when a row gives no `public_tests`
     mode: str = "think"
+    feedback: bool = True  # add failed submissions and sibling code to the next round's prompt
     options: dict[str, Any] = field(default_factory=dict)  # code verifier options (workers, sandbox)
 
 
@@ -112,7 +113,9 @@ def run_code_tts(
         if not active:
             break
         prompts = [
-            render_prompt(round_prompt(s.row, s.failed, _siblings(s, states)), settings.mode) for s in active
+            render_prompt(round_prompt(s.row, s.failed, _siblings(s, states)) if settings.feedback else row_prompt(s.row),
+                          settings.mode)
+            for s in active
         ]
         outputs = sample(prompts, counts)
         used += sum(counts)
