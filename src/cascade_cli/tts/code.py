@@ -93,6 +93,17 @@ def _records(pairs: list[tuple[ProblemState, str]], label_of: Callable[[ProblemS
     ]
 
 
+def _judge(
+    pairs: list[tuple[ProblemState, str]], label_of: Callable[[ProblemState], Any], options: dict[str, Any]
+) -> list[Any]:
+    """Verdicts of (problem, response) pairs through the one scoring path; a response repeated for the same
+    problem (common: a confident model samples the same program often) is run once."""
+    keys = [(id(state), text) for state, text in pairs]
+    unique = dict(zip(keys, pairs, strict=True))
+    results = dict(zip(unique, score_records(_records(list(unique.values()), label_of), "code", options), strict=True))
+    return [results[key] for key in keys]
+
+
 def _fenced(code: str) -> str:
     return f"```python\n{code}\n```"
 
@@ -128,15 +139,13 @@ def run_code_tts(
                 if code is not None:
                     with_code.append((state, Candidate(index, code, completion.logprob_sum, len(completion.token_ids))))
         checked = [(s, c) for s, c in with_code if s.public is not None]
-        public_results = score_records(
-            _records([(s, _fenced(c.code)) for s, c in checked], lambda s: s.public), "code", options
-        )
+        public_results = _judge([(s, _fenced(c.code)) for s, c in checked], lambda s: s.public, options)
         failed_public = {id(c) for (_, c), r in zip(checked, public_results, strict=True) if not r.passed}
         survivors = [(s, c) for s, c in with_code if id(c) not in failed_public]
 
         if number == 1:  # baseline: every round-1 response on the hidden tests, unfiltered
             flat = [(s, comp.text) for s, comps in zip(active, outputs, strict=True) for comp in comps]
-            hidden = score_records(_records(flat, lambda s: hidden_label(s.row)), "code", options)
+            hidden = _judge(flat, lambda s: hidden_label(s.row), options)
             per_problem: dict[int, list[bool]] = {}
             for (state, _), result in zip(flat, hidden, strict=True):
                 per_problem.setdefault(id(state), []).append(result.passed)
@@ -148,9 +157,7 @@ def run_code_tts(
             pick = select_submission([c for s, c in survivors if s is state], submitted)
             if pick is not None:
                 picks.append((state, pick))
-        verdicts = score_records(
-            _records([(s, _fenced(c.code)) for s, c in picks], lambda s: hidden_label(s.row)), "code", options
-        )
+        verdicts = _judge([(s, _fenced(c.code)) for s, c in picks], lambda s: hidden_label(s.row), options)
         for (state, pick), result in zip(picks, verdicts, strict=True):
             details = result.details
             if result.passed:
