@@ -117,7 +117,7 @@ def test_rounds_feedback_siblings_and_the_n_cap():
     first, second = result["rounds"]
     assert (first["with_code"], first["passed_public"], first["submitted"], first["accepted"]) == (6, 5, 2, 1)
     assert (first["solved"], first["score"], second["score"]) == (1, 50.0, 50.0)
-    assert result["pass_at_1"] == pytest.approx(100 * (2 / 3) / 2, abs=0.01)
+    assert result["pass_at_1"] == pytest.approx(100 * (2 / 3) / 2, abs=0.01) and result["pass_at_g"] == 50.0
     # Round 2's prompt for p1-b: its failed submission with the hidden verdict, and p1-a's accepted code.
     feedback = prompts_seen[1][0]
     assert "return 2 if x == 1 else 1" in feedback and "verdict: wrong_answer" in feedback

@@ -118,7 +118,8 @@ def code_command(
     result.update(model=model, problems_file=str(problems), sampling=vars(sampling))
     from rich.table import Table
 
-    table = Table(title=f"tts code: {model} on {problems} (pass@1 {result['pass_at_1']:.1f})")
+    baseline = f"round-1 pass@1 {result['pass_at_1']:.1f}, pass@{generations} {result['pass_at_g']:.1f}"
+    table = Table(title=f"tts code: {model} on {problems} ({baseline})")
     for column in ("round", "generations", "with code", "passed public", "submitted", "accepted", "solved", "score"):
         table.add_column(column, justify="right")
     for r in result["rounds"]:

@@ -108,14 +108,44 @@ def _fenced(code: str) -> str:
     return f"```python\n{code}\n```"
 
 
+def _baseline(
+    active: list[ProblemState], outputs: list[list[Completion]], problems: int, options: dict[str, Any]
+) -> dict[str, float]:
+    """pass@1 and pass@G of round 1's responses on the hidden tests, unfiltered (what TTS is compared with)."""
+    flat = [(s, completion.text) for s, completions in zip(active, outputs, strict=True) for completion in completions]
+    per_problem: dict[int, list[bool]] = {}
+    for (state, _), result in zip(flat, _judge(flat, lambda s: hidden_label(s.row), options), strict=True):
+        per_problem.setdefault(id(state), []).append(result.passed)
+    return {
+        "pass_at_1": round(100.0 * sum(sum(v) / len(v) for v in per_problem.values()) / problems, 2),
+        "pass_at_g": round(100.0 * sum(any(v) for v in per_problem.values()) / problems, 2),
+    }
+
+
+def _submit(picks: list[tuple[ProblemState, Candidate]], number: int, options: dict[str, Any]) -> int:
+    """Judge the round's submissions on the hidden tests; a pass solves its problem, a failure joins its
+    history (with the verdict the next prompt shows). Returns how many passed."""
+    verdicts = _judge([(s, _fenced(c.code)) for s, c in picks], lambda s: hidden_label(s.row), options)
+    for (state, pick), result in zip(picks, verdicts, strict=True):
+        details = result.details
+        if result.passed:
+            state.accepted, state.solved_round = pick.code, number
+            continue
+        verdict = str(details.get("verdict", result.error or "error"))
+        state.failed.append(
+            Submission(pick.code, verdict, int(details.get("tests_passed", 0)), int(details.get("tests_total", 0)))
+        )
+    return sum(result.passed for result in verdicts)
+
+
 def run_code_tts(
     rows: list[dict[str, Any]], sample: Sampler, settings: CodeTTSSettings, on_round: RoundHook | None = None
 ) -> dict[str, Any]:
-    """Run the rounds; returns {"rounds": [...], "problems": [...], "pass_at_1", "score", ...}."""
+    """Run the rounds; returns {"rounds": [...], "problems": [...], "pass_at_1", "pass_at_g", "score", ...}."""
     states = [ProblemState(row, public_label(row, settings.public_tests)) for row in rows]
     options = {"code": dict(settings.options)}
     used = 0
-    pass_at_1: float | None = None
+    baseline: dict[str, float] = {}
     rounds: list[dict[str, Any]] = []
     for number in range(1, settings.rounds + 1):
         active = [s for s in states if s.accepted is None]
@@ -143,13 +173,8 @@ def run_code_tts(
         failed_public = {id(c) for (_, c), r in zip(checked, public_results, strict=True) if not r.passed}
         survivors = [(s, c) for s, c in with_code if id(c) not in failed_public]
 
-        if number == 1:  # baseline: every round-1 response on the hidden tests, unfiltered
-            flat = [(s, comp.text) for s, comps in zip(active, outputs, strict=True) for comp in comps]
-            hidden = _judge(flat, lambda s: hidden_label(s.row), options)
-            per_problem: dict[int, list[bool]] = {}
-            for (state, _), result in zip(flat, hidden, strict=True):
-                per_problem.setdefault(id(state), []).append(result.passed)
-            pass_at_1 = 100.0 * sum(sum(v) / len(v) for v in per_problem.values()) / len(states)
+        if number == 1:
+            baseline = _baseline(active, outputs, len(states), options)
 
         picks: list[tuple[ProblemState, Candidate]] = []
         for state in active:
@@ -157,20 +182,7 @@ def run_code_tts(
             pick = select_submission([c for s, c in survivors if s is state], submitted)
             if pick is not None:
                 picks.append((state, pick))
-        verdicts = _judge([(s, _fenced(c.code)) for s, c in picks], lambda s: hidden_label(s.row), options)
-        for (state, pick), result in zip(picks, verdicts, strict=True):
-            details = result.details
-            if result.passed:
-                state.accepted, state.solved_round = pick.code, number
-            else:
-                state.failed.append(
-                    Submission(
-                        pick.code,
-                        str(details.get("verdict", result.error or "error")),
-                        int(details.get("tests_passed", 0)),
-                        int(details.get("tests_total", 0)),
-                    )
-                )
+        accepted = _submit(picks, number, options)
         report = {
             "round": number,
             "problems_tried": len(active),
@@ -179,7 +191,7 @@ def run_code_tts(
             "with_code": len(with_code),
             "passed_public": len(survivors),
             "submitted": len(picks),
-            "accepted": sum(r.passed for r in verdicts),
+            "accepted": accepted,
             "solved": sum(s.accepted is not None for s in states),
             "score": round(_score(states), 2),
         }
@@ -200,7 +212,7 @@ def run_code_tts(
             for s in states
         ],
         "rounds": rounds,
-        "pass_at_1": None if pass_at_1 is None else round(pass_at_1, 2),
+        **baseline,
         "score": round(_score(states), 2),
         "generations": used,
         "settings": {k: v for k, v in vars(settings).items() if k != "options"},
