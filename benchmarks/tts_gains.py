@@ -7,7 +7,11 @@ swe: samples k patches per instance once per seed and prints pass@1, best@k and 
     python benchmarks/tts_gains.py code --model runs/tiny/sft --problems runs/tiny/data_code/heldout.jsonl \
         --rounds 4 --generations 8 --max-generations 2000 --max-tokens 96 --temperature 1.0 --seeds 0 1 2
     python benchmarks/tts_gains.py swe --model runs/tiny/swe_rl --problems runs/tiny/data_swe/heldout.jsonl -k 8
-    python benchmarks/tts_gains.py code --model /work/models/smollm2-135m --problems mbpp.jsonl --max-tokens 384
+    python benchmarks/tts_gains.py code --model /work/models/smollm2-135m --mbpp /work/shared/data/real/mbpp/mbpp.jsonl \
+        --limit 50 --max-tokens 384 --temperature 0.6 --top-p 0.95
+
+--mbpp FILE reads MBPP's own rows (test split, task ids 11-510) as code problems: the prompt is the task text
+and its first test (the MBPP prompt convention), the label an assert check of all its tests (public: the first).
 
 Each seed's full result goes to OUT/<domain>-seed<S>.json; the summary to OUT/<domain>-summary.json.
 """
@@ -22,10 +26,36 @@ from pathlib import Path
 from typing import Any
 
 
+def mbpp_rows(path: Path) -> list[dict[str, Any]]:
+    """MBPP test-split rows as canonical code rows (assert label; the asserts call the function by name)."""
+    import ast
+
+    rows = []
+    for line in path.read_text().splitlines():
+        task = json.loads(line)
+        if not 11 <= task["task_id"] <= 510:
+            continue
+        defined = {node.name for node in ast.walk(ast.parse(task["code"])) if isinstance(node, ast.FunctionDef)}
+        called = [node.func.id for node in ast.walk(ast.parse(task["test_list"][0]))
+                  if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)]
+        entry = next((name for name in called if name in defined), None)
+        if entry is None:
+            continue
+        setup = "".join(f"    {line}\n" for line in task.get("test_setup_code", "").splitlines() if line.strip())
+        test = "def check(candidate):\n" + setup + "".join(f"    {t}\n" for t in task["test_list"])
+        prompt = f"{task['text']} Your code should pass this test:\n{task['test_list'][0]}"
+        rows.append({"id": f"mbpp-{task['task_id']}", "domain": "code", "prompt": prompt, "public_tests": 1,
+                     "label": {"kind": "assert", "test": test, "entry_point": entry}})
+    return rows
+
+
 def run_seed(args: argparse.Namespace, seed: int) -> dict[str, Any]:
     from cascade_cli.tts.sampling import SamplingSettings, load_problems, open_generator, sampler
 
-    rows = load_problems(args.problems, args.domain, args.limit)
+    if args.mbpp:
+        rows = mbpp_rows(args.mbpp)[: args.limit]
+    else:
+        rows = load_problems(args.problems, args.domain, args.limit)
     sampling = SamplingSettings(args.max_tokens, args.temperature, args.top_p, args.backend, seed)
     generator = open_generator(args.model, sampling)
     try:
@@ -58,7 +88,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("domain", choices=["code", "swe"])
     parser.add_argument("--model", required=True)
-    parser.add_argument("--problems", type=Path, required=True)
+    parser.add_argument("--problems", type=Path, help="Canonical code/swe rows (JSONL, parquet or a folder).")
+    parser.add_argument("--mbpp", type=Path, help="code: MBPP's mbpp.jsonl instead of --problems.")
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--rounds", type=int, default=4)
@@ -74,6 +105,8 @@ def main() -> None:
     parser.add_argument("--backend", default="auto")
     parser.add_argument("--out", type=Path, default=Path("runs/tts_gains"))
     args = parser.parse_args()
+    if (args.problems is None) == (args.mbpp is None):
+        parser.error("give --problems FILE or --mbpp FILE")
     args.out.mkdir(parents=True, exist_ok=True)
 
     rows = []
@@ -86,7 +119,7 @@ def main() -> None:
         print(f"seed {seed}: pass@1 {result['pass_at_1']:.1f}  tts {result['tts']:.1f}  {extra}  ({result['seconds']} s)")
         rows.append(result)
     summary = {
-        "domain": args.domain, "model": args.model, "problems": str(args.problems), "seeds": args.seeds,
+        "domain": args.domain, "model": args.model, "problems": str(args.problems or args.mbpp), "seeds": args.seeds,
         "pass_at_1": round(statistics.mean(r["pass_at_1"] for r in rows), 2),
         "tts": round(statistics.mean(r["tts"] for r in rows), 2),
         "settings": {k: str(v) for k, v in vars(args).items()},
