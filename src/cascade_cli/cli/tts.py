@@ -80,9 +80,8 @@ def code_command(
     problem; responses without code or failing the public tests are dropped; one submission is picked by
     Tail-10 (the top 10% of candidates by confidence, the mean token log-prob of the response, which is
     DeepConf's tail confidence for responses up to 2,048 tokens; then a confidence-weighted vote over
-    identical code) and judged on the hidden tests; the next round's
-    prompt adds the last <= 5 failed submissions with their verdicts and accepted code of solved sibling
-    subtasks (rows sharing a `problem`). Public tests: a row's `public_tests` (K or a code label), else the
+    identical code) and judged on the hidden tests; the next round's prompt adds the last <= 5 failed
+    submissions with their verdicts and accepted code of solved sibling subtasks (rows sharing a `problem`). Public tests: a row's `public_tests` (K or a code label), else the
     first --public-tests tests; hidden tests: the whole label. Prints the score per round and writes tts.json.
 
     Example: cascade tts code --model runs/tiny/code_rl --problems runs/tiny/data_code/heldout.jsonl -R 3 -G 4 -N 200
