@@ -22,6 +22,12 @@ TemperatureOpt = Annotated[float, typer.Option("--temperature", min=0.0, help="S
 TopPOpt = Annotated[float, typer.Option("--top-p", min=0.0, max=1.0, help="Nucleus sampling mass.")]
 BackendOpt = Annotated[str, typer.Option("--backend", help="Rollout backend: auto | hf | vllm.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Sampling seed.")]
+PublicTestsOpt = Annotated[
+    int, typer.Option("--public-tests", min=0, help="Tests that are public (the first K) when a row gives no `public_tests`.")
+]
+FeedbackOpt = Annotated[
+    bool, typer.Option("--feedback/--no-feedback", help="Add failed submissions and sibling code to later prompts.")
+]
 
 
 # Options both commands take (added to their signatures by `with_parameters`): name -> (type, default).
@@ -64,12 +70,8 @@ def code_command(
     max_generations: Annotated[
         int, typer.Option("--max-generations", "-N", min=1, help="Generations in all, every round and problem (paper: 1000).")
     ] = 1000,
-    public_tests: Annotated[
-        int, typer.Option("--public-tests", min=0, help="Tests that are public (the first K) when a row gives no `public_tests`.")
-    ] = 1,
-    feedback: Annotated[
-        bool, typer.Option("--feedback/--no-feedback", help="Add failed submissions and sibling code to later prompts.")
-    ] = True,
+    public_tests: PublicTestsOpt = 1,
+    feedback: FeedbackOpt = True,
     workers: Annotated[int | None, typer.Option("--workers", min=1, help="Code sandboxes run at once.")] = None,
     unsafe_no_sandbox: Annotated[
         bool, typer.Option("--unsafe-no-sandbox", help="Run tests without the sandbox (trusted code only).")
