@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from cascade_cli import __version__
-from cascade_cli.cli import data, evaluate, push, recipe, stages, verify
+from cascade_cli.cli import data, evaluate, push, recipe, stages, tts, verify
 from cascade_cli.cli.base import make_typer
 from cascade_cli.cli.verify import _verify_options  # noqa: F401  (tests import it from here)
 
@@ -40,7 +40,7 @@ def _root(
     """Cascade RL post-training toolkit."""
 
 
-for group in (data, stages, verify, evaluate, push, recipe):  # the order of `cascade --help`
+for group in (data, stages, verify, evaluate, tts, push, recipe):  # the order of `cascade --help`
     group.register(app)
 
 
