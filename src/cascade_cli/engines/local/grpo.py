@@ -38,7 +38,7 @@ from cascade_cli.config.grpo import (
 )
 from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console
-from cascade_cli.engines.local import checkpoint, rl_data, rl_rewards
+from cascade_cli.engines.local import checkpoint, model_io, precision, rl_data, rl_rewards
 from cascade_cli.engines.local.generation import Generator
 from cascade_cli.engines.local.logprobs import response_hidden, token_logprobs
 from cascade_cli.engines.local.losses import grpo_loss
@@ -80,6 +80,7 @@ class Run:
     optimizer: torch.optim.Optimizer
     sampler: PromptSampler
     generator: Generator | None = None
+    bf16: bool = False  # bf16 autocast over fp32 weights (precision.py: `dtype: auto` on a bf16 CPU)
     pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="reward"))
 
 
@@ -201,10 +202,10 @@ def sequence_logprobs(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(log-probs, entropy, present) [B, R] of the micro-batch's responses under `model`'s sampling law."""
     prompts, responses = [s.prompt_ids for s in micro], [s.response_ids for s in micro]
-    hidden, tokens, present = response_hidden(model, prompts, responses, run.pad_id, run.device)
-    head = model.get_output_embeddings()
     chunk, bonus = run.config.logprob_chunk_tokens, bool(run.config.entropy_coef)
-    logprobs, entropy = token_logprobs(hidden, head, tokens, temperature, chunk, entropy_grad=bonus)
+    with model_io.autocast(run.device, run.bf16):
+        hidden, tokens, present = response_hidden(model, prompts, responses, run.pad_id, run.device)
+        logprobs, entropy = token_logprobs(hidden, model.get_output_embeddings(), tokens, temperature, chunk, bonus)
     return logprobs, entropy, present
 
 
@@ -296,15 +297,14 @@ def build_run(
     check_config(config, mode)
     init = str(require_model_dir(resolve_model(config.init or ""), "init checkpoint"))
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    auto = torch.bfloat16 if device == "cuda" else torch.float32
-    dtype = getattr(torch, config.dtype) if config.dtype != "auto" else auto
     configure_threads()
     quiet_transformers()
     torch.manual_seed(config.seed)
     tokenizer = AutoTokenizer.from_pretrained(init)
     pad = tokenizer.pad_token_id
-    policy = AutoModelForCausalLM.from_pretrained(init, dtype=dtype).to(device)
+    policy = AutoModelForCausalLM.from_pretrained(init, dtype=precision.weight_dtype(config.dtype, device)).to(device)
     policy.train()
+    params = sum(p.numel() for p in policy.parameters())
     reference = copy.deepcopy(policy).eval().requires_grad_(False) if config.kl_coef > 0 else None
     optimizer = torch.optim.AdamW(
         policy.parameters(), lr=config.lr, betas=(config.beta1, config.beta2), weight_decay=config.weight_decay
@@ -320,6 +320,7 @@ def build_run(
         eval_rows=eval_rows, reward=reward, tokenizer=tokenizer, device=device,
         pad_id=pad if pad is not None else (tokenizer.eos_token_id or 0),
         policy=policy, reference=reference, optimizer=optimizer, sampler=sampler,
+        bf16=precision.autocast_bf16(config.dtype, device, params, model_io.bf16_supported(device)),
     )
 
 
@@ -461,7 +462,8 @@ def run_grpo(
             run.sampler.load_state(begin.extra["sampler"])
         run.generator = Generator.for_policy(
             run.policy, run.tokenizer, run.init, backend=config.rollout.backend, seed=config.seed,
-            max_batch_size=config.rollout.max_batch_size,
+            max_batch_size=config.rollout.max_batch_size, bf16=run.bf16,
+            planned_tokens=precision.planned_rollout_tokens(config, run.phases),
         )
         run.generator.set_rng_state(begin.extra.get("generator_rng"))
         stage_manifest(config, config_dict, {}, "running")
