@@ -179,14 +179,14 @@ class Generator:
         cls, policy: Any, tokenizer: Any, model_dir: str, *, backend: str, seed: int, max_batch_size: int,
         bf16: bool = False, planned_tokens: int | None = None,
     ) -> Generator:
-        """A trainer's rollout engine: hf shares `policy` (bf16: under autocast); vLLM loads `model_dir` (in
-        bf16 when the trainer autocasts, else in the policy's dtype) and gets the policy's current weights.
-        `auto` decides by the rule in rollout_backend.py with the stage's `planned_tokens`."""
+        """A trainer's rollout engine: hf shares `policy` (bf16: under autocast); vLLM loads `model_dir` in the
+        policy's dtype and gets its current weights. `auto` decides by the rule in rollout_backend.py with the
+        stage's `planned_tokens`."""
         weight = next(policy.parameters())
         device = str(weight.device)
         if resolve_backend(backend, model_dir, device, planned_tokens) == "hf":
             return cls.from_model(policy, tokenizer, seed=seed, max_batch_size=max_batch_size, bf16=bf16)
-        dtype = "bfloat16" if bf16 else str(weight.dtype).removeprefix("torch.")
+        dtype = str(weight.dtype).removeprefix("torch.")
         generator = cls(
             model_dir, backend="vllm", seed=seed, device=device, dtype=dtype, max_batch_size=max_batch_size
         )
@@ -220,6 +220,8 @@ class Generator:
         on_cpu = not self.device.startswith("cuda")
         if on_cpu:
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+            # Compute on this process's torch threads (a trainer's too), not a pool of all cores but one.
+            os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
         from transformers import AutoTokenizer
         from vllm import LLM
 
