@@ -26,6 +26,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--new-tokens", type=int, default=RESPONSE_TOKENS)
+    parser.add_argument("--prompts", type=int, default=PROMPTS, help=f"prompts of {GROUP} responses each")
     args = parser.parse_args()
 
     import torch
@@ -45,12 +46,12 @@ def main() -> None:
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     params = sum(p.numel() for p in model.parameters())
-    texts = [render_prompt(r["prompt"], "no_think") for r in tiny_tasks.generate("math", PROMPTS, seed=0)]
+    texts = [render_prompt(r["prompt"], "no_think") for r in tiny_tasks.generate("math", args.prompts, seed=0)]
     prompt_ids = [tokenizer.encode(t, add_special_tokens=False) for t in texts]
     gen = torch.Generator().manual_seed(0)
     responses = [
         torch.randint(0, tokenizer.vocab_size, (args.new_tokens,), generator=gen).tolist()
-        for _ in range(GROUP * PROMPTS)
+        for _ in range(GROUP * args.prompts)
     ]
     prompts = [p for p in prompt_ids for _ in range(GROUP)]
     pad = tokenizer.pad_token_id or 0
@@ -80,7 +81,9 @@ def main() -> None:
     for _ in range(args.reps):
         for label, bf16 in (("fp32", False), ("bf16", True)):
             times.setdefault(f"train {label}", []).append(train_pass(bf16))
+            print(f"train {label} {times[f'train {label}'][-1]:.2f} s", flush=True)
             seconds, count = generate(bf16)
+            print(f"generate {label} {seconds:.2f} s, {count} tokens", flush=True)
             times.setdefault(f"generate {label}", []).append(seconds)
             tokens.setdefault(label, []).append(count)
     for name, values in times.items():
