@@ -4,7 +4,7 @@ Same model (`--model`: the random-init tiny Qwen3 `tiny:0` by default, or a real
 ChatML prompts, group size 8, 64 completions per step (8 prompts), at most `--max-new-tokens` new tokens,
 temperature 1, top-p 1, token-level loss (TRL `loss_type="dapo"`), beta 0 (no KL, no reference model), one
 optimizer step per rollout batch, the same pure-Python reward. Precision: cascade with its default
-`dtype: auto` (bf16 autocast on a bf16 CPU for 50M+ models) and TRL both with `bf16=False` and `bf16=True`
+`dtype: auto` (bf16 autocast of the training pass on a bf16 CPU for 50M+ models; fp32 rollouts) and TRL both with `bf16=False` and `bf16=True`
 (the choice it offers). Each side runs in its own subprocess of this script, all started together, and
 they take turns step by step (a baton file), so a busy shared machine slows them alike; the first step of
 each is warm-up and is not counted. Prints the median seconds per step, cascade's split of its step
@@ -42,8 +42,11 @@ class Baton:
         while self.path and Path(self.path).read_text() != self.me:
             time.sleep(0.05)
 
-    def release(self) -> None:
+    def release(self, **progress: object) -> None:
+        """Pass the turn on; `progress` (the step just done) goes to progress.jsonl beside the baton file."""
         if self.path:
+            with open(Path(self.path).with_name("progress.jsonl"), "a") as log:
+                log.write(json.dumps({"worker": self.me, **progress}) + "\n")
             following = self.order[(self.order.index(self.me) + 1) % len(self.order)]
             Path(self.path).write_text(following)
 
@@ -85,7 +88,7 @@ def run_trl(model_dir: str, steps: int, max_new: int, bf16: bool, baton: Baton) 
 
         def on_step_end(self, args, state, control, **kwargs):
             stamps.append(time.perf_counter())
-            baton.release()
+            baton.release(seconds=stamps[-1] - stamps[-2])
 
     config = GRPOConfig(
         output_dir=tempfile.mkdtemp(prefix="trl-grpo-"),
@@ -160,7 +163,7 @@ def run_cascade(model_dir: str, steps: int, max_new: int, baton: Baton) -> dict:
     run = build_run(config, rows, DigitShare(), domain="math", mode="no_think", eval_rows=None)
     run.generator = Generator.for_policy(
         run.policy, run.tokenizer, run.init, backend="hf", seed=config.seed,
-        max_batch_size=config.rollout.max_batch_size, bf16=run.bf16,
+        max_batch_size=config.rollout.max_batch_size,
     )
     times, split = [], []
     for step in range(steps):
@@ -168,9 +171,9 @@ def run_cascade(model_dir: str, steps: int, max_new: int, baton: Baton) -> dict:
         began = time.perf_counter()
         metrics = train_step(run, step)
         times.append(time.perf_counter() - began)
-        baton.release()
         split.append({key: metrics[f"time_{key}"] for key in ("generate", "train", "verify_wait", "sync")})
         split[-1]["loss_tokens"] = metrics["loss_tokens"]
+        baton.release(seconds=times[-1], **split[-1])
     params = sum(p.numel() for p in run.policy.parameters())
     return {"times": times, "split": split, "bf16": run.bf16, "params": params}
 
@@ -221,7 +224,7 @@ def main() -> None:
     print(
         f"{model_dir}: {len(order)} workers taking turns, {args.steps} steps each, {args.threads} threads, "
         f"{GROUP * PROMPTS_PER_STEP} completions/step, <= {args.max_new_tokens} new tokens; "
-        f"load average {os.getloadavg()[0]:.1f}"
+        f"load average {os.getloadavg()[0]:.1f}; each step as it ends: {baton.with_name('progress.jsonl')}"
     )
     results, outputs = {}, {}
     for worker, proc in procs.items():

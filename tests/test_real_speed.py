@@ -98,8 +98,8 @@ class LowercaseShare(RewardHook):
 
 @pytest.mark.skipif(not model_io.bf16_supported("cpu"), reason="this CPU has no native bf16")
 def test_bf16_autocast_grpo_raises_the_reward(tmp_path, monkeypatch):
-    """With bf16 autocast forced on (the tiny model is under BF16_MIN_PARAMS), rollouts and the training
-    pass run in bf16 over fp32 weights and the reward still rises in a few steps."""
+    """With bf16 autocast forced on (the tiny model is under BF16_MIN_PARAMS), the training pass (and here the
+    hf rollouts too, `Generator(bf16=True)`) run in bf16 over fp32 weights and the reward still rises."""
     monkeypatch.setattr(precision, "BF16_MIN_PARAMS", 0)
     monkeypatch.setenv("CASCADE_THREADS", "1")
     tiny = build_model_dir(tmp_path / "tiny")

@@ -80,7 +80,7 @@ class Run:
     optimizer: torch.optim.Optimizer
     sampler: PromptSampler
     generator: Generator | None = None
-    bf16: bool = False  # bf16 autocast over fp32 weights (precision.py: `dtype: auto` on a bf16 CPU)
+    bf16: bool = False  # training pass under bf16 autocast over fp32 weights (precision.py: `dtype: auto`)
     pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="reward"))
 
 
@@ -462,7 +462,7 @@ def run_grpo(
             run.sampler.load_state(begin.extra["sampler"])
         run.generator = Generator.for_policy(
             run.policy, run.tokenizer, run.init, backend=config.rollout.backend, seed=config.seed,
-            max_batch_size=config.rollout.max_batch_size, bf16=run.bf16,
+            max_batch_size=config.rollout.max_batch_size,  # rollouts stay fp32: precision.py
             planned_tokens=precision.planned_rollout_tokens(config, run.phases),
         )
         run.generator.set_rng_state(begin.extra.get("generator_rng"))

@@ -1,10 +1,12 @@
 """GRPO's `dtype: auto`, and the rollout token budget `auto` backends are chosen by (pure functions).
 
 `dtype: auto`: on a GPU bf16 weights; on a CPU fp32 master weights, with bf16 autocast for the training
-pass and the hf rollouts where the CPU has native bf16 matmuls (AVX512-BF16 / AMX) and the model is large
-enough for its matmuls to dominate (BF16_MIN_PARAMS). Measured by benchmarks/precision.py on SmolLM2-135M,
-2 threads (AVX512-BF16): bf16 speeds up the training pass and generation (see the module's README numbers);
-on the 1.5M-parameter tiny model the casts cost more than they save, so it stays fp32.
+pass where the CPU has native bf16 matmuls (AVX512-BF16 / AMX) and the model is large enough for its
+matmuls to dominate (BF16_MIN_PARAMS). Measured by benchmarks/precision.py on SmolLM2-135M, 2 threads,
+AVX512-BF16 (a shared, loaded machine): the training pass takes 0.43x the fp32 time under bf16 autocast,
+while hf-loop decoding (small matmuls, one token at a time) gained nothing (1.13x), so rollouts stay fp32
+(`Generator(bf16=True)` is there to measure it). On the 1.5M-parameter tiny model bf16 bought nothing
+measurable (1.13x on the training pass), so small models stay fp32.
 An explicit `float32` / `bfloat16` / `float16` is the weights' dtype, without autocast.
 """
 
@@ -25,7 +27,7 @@ def weight_dtype(dtype: str, device: str) -> torch.dtype:
 
 
 def autocast_bf16(dtype: str, device: str, params: int, native_bf16: bool) -> bool:
-    """Whether GRPO runs its forward passes (training and hf rollouts) under bf16 autocast."""
+    """Whether GRPO runs its training pass (policy and reference log-probs) under bf16 autocast."""
     return dtype == "auto" and not device.startswith("cuda") and native_bf16 and params >= BF16_MIN_PARAMS
 
 
