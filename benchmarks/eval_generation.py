@@ -10,7 +10,7 @@ scheduler), so both engines compute on the same number of cores. Prints tokens/s
 load / engine start), the ratios, and whether `Generator(backend="auto")` picks the faster backend.
 
 With `--model SPEC` (a real model, e.g. SmolLM2) only that model runs, the hf loop also under bf16 autocast
-(`hf_loop_bf16`, what a GRPO trainer with `dtype: auto` uses on a bf16 CPU), vLLM's CPU engine computes on the
+(`hf_loop_bf16`, measured to show that decoding gains nothing from it), vLLM's CPU engine computes on the
 same `--threads` (`VLLM_CPU_OMP_THREADS_BIND=nobind`), and the `auto` rule (engines/local/rollout_backend.py)
 is checked against the faster side with this run's token budget: auto must reach 0.95x of the best.
 
@@ -248,13 +248,10 @@ def main() -> None:
 def check_auto(results: dict, model_dir: Path, params: int, device: str, args: argparse.Namespace) -> None:
     """What `auto` gives a GRPO trainer with this run's token budget, against the best side measured."""
     from cascade_cli.engines.local.generation import resolve_backend
-    from cascade_cli.engines.local.model_io import bf16_supported
-    from cascade_cli.engines.local.precision import autocast_bf16
 
     planned = args.prompts * args.n * args.max_new_tokens
     backend = resolve_backend("auto", model_dir, device, planned_tokens=planned)
-    bf16 = autocast_bf16("auto", device, params, bf16_supported(device))
-    side = "vllm" if backend == "vllm" else ("hf_loop_bf16" if bf16 else "hf_loop")
+    side = "vllm" if backend == "vllm" else "hf_loop"  # a trainer's hf rollouts stay fp32 (precision.py)
     if side not in results:
         print(f"  auto picks {side} (not measured in this run)")
         return

@@ -6,7 +6,7 @@ The rule (`pick_backend`, a pure function; `resolve_backend` feeds it the facts)
   faster in the hf loop: 2M params, hf ~15k tok/s vs vLLM ~9k; the engine start is never paid back).
 - a GPU -> `vllm` (its batched kernels and paged KV cache beat the hf loop by far on 50M+ models).
 - a CPU -> `vllm` when the planned tokens reach the break-even `start_s / (1/hf_tok_s - 1/vllm_tok_s)` of
-  the rates measured on SmolLM2-135M (CPU_RATES; about 16k tokens), else `hf`;
+  the rates measured on SmolLM2-135M (CPU_RATES; about 12k tokens), else `hf`;
   unknown planned tokens -> `hf`. Bigger models lose more time per token in the hf loop while the engine
   start grows slower, so SmolLM2's break-even is a conservative bound for them.
 """
@@ -38,9 +38,10 @@ class BackendRates:
         return float("inf") if saved_per_token <= 0 else self.start_s / saved_per_token
 
 
-# SmolLM2-135M, n=8, temperature 1, 256 tokens on this CPU (issue 18's measurement: vLLM 332 tok/s, hf loop
-# 113, engine start 95 s); `benchmarks/eval_generation.py --model smollm2-135m` re-measures all three.
-CPU_RATES = BackendRates(start_s=95.0, hf_tok_s=113.0, vllm_tok_s=332.0)
+# SmolLM2-135M on this CPU (AVX512-BF16, 2 threads, quiet machine), 2 prompts x n=8, temperature 1, <= 128
+# tokens: vLLM 660 tok/s generating after a 59 s engine start, hf loop 152 tok/s (fp32; bf16 autocast 142).
+# `benchmarks/eval_generation.py --model smollm2-135m` re-measures all three.
+CPU_RATES = BackendRates(start_s=59.0, hf_tok_s=152.0, vllm_tok_s=660.0)
 
 
 def pick_backend(
