@@ -50,11 +50,19 @@ test-all: $(STAMP)
 	$(PY) -m pytest -m "slow or not slow"
 
 # Side-by-side benchmarks (README, Measured performance): cascade and the competitor in one process tree.
+# BENCH_MODEL: the real model of the speed benchmarks; BENCH_THREADS: torch threads per side.
+BENCH_MODEL ?= smollm2-135m
+BENCH_THREADS ?= 2
 bench: $(STAMP)
-	$(PIP) install "trl>=1.0"
+	$(PIP) install "trl>=1.0" accelerate datasets
+	$(PY) benchmarks/cpu_ceiling.py --threads $(BENCH_THREADS)
+	$(PY) benchmarks/precision.py --model $(BENCH_MODEL) --threads $(BENCH_THREADS)
 	$(PY) benchmarks/grpo_vs_trl.py --steps 5 --threads 1
+	$(PY) benchmarks/grpo_vs_trl.py --model $(BENCH_MODEL) --steps 3 --threads $(BENCH_THREADS)
 	$(PY) benchmarks/logprob_memory.py
 	$(PY) benchmarks/sft_throughput.py --rows 200
+	$(PY) benchmarks/sft_throughput.py --model $(BENCH_MODEL) --rows 200 --batch-size 4 --bf16 \
+		--threads $(BENCH_THREADS) --sides trl-packed,cascade-packed
 	$(PY) benchmarks/rm_vs_trl.py
 	$(PY) benchmarks/verify_throughput.py
 	$(PY) benchmarks/ifeval_vs_reference.py
@@ -62,6 +70,10 @@ bench: $(STAMP)
 	$(PY) benchmarks/reward_service_load.py
 	$(PY) benchmarks/decontaminate.py --rows 100000 --baseline-rows 50000
 	$(PY) benchmarks/eval_generation.py
+	$(PY) benchmarks/eval_generation.py --model $(BENCH_MODEL) --threads $(BENCH_THREADS) \
+		--sides vllm,hf_loop,hf_loop_bf16
+	$(PY) benchmarks/tiny_rl_gains.py
+	$(PY) benchmarks/math_fidelity.py
 
 lint: $(STAMP)
 	$(PY) -m ruff check src tests benchmarks

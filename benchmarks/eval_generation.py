@@ -9,7 +9,14 @@ by default the number vLLM's CPU engine gives its own OpenMP pool (all cores but
 scheduler), so both engines compute on the same number of cores. Prints tokens/s (generation only, and end to end with the model
 load / engine start), the ratios, and whether `Generator(backend="auto")` picks the faster backend.
 
+With `--model SPEC` (a real model, e.g. SmolLM2) only that model runs, the hf loop also under bf16 autocast
+(`hf_loop_bf16`, measured to show that decoding gains nothing from it), vLLM's CPU engine computes on the
+same `--threads` (`VLLM_CPU_OMP_THREADS_BIND=nobind`), and the `auto` rule (engines/local/rollout_backend.py)
+is checked against the faster side with this run's token budget: auto must reach 0.95x of the best.
+
     PYTHONPATH=src python benchmarks/eval_generation.py [--prompts 8] [--n 8] [--max-new-tokens 256] [--threads N]
+    PYTHONPATH=src python benchmarks/eval_generation.py --model smollm2-135m --threads 2 \
+        --sides vllm,hf_loop,hf_loop_bf16
 """
 
 from __future__ import annotations
@@ -23,12 +30,14 @@ import tempfile
 import time
 from pathlib import Path
 
-SIDES = ("vllm", "hf_generate", "hf_loop")
+SIDES = ("vllm", "hf_generate", "hf_loop", "hf_loop_bf16")
 LABELS = {
     "vllm": "vLLM (Generator backend=vllm)",
     "hf_generate": "transformers model.generate",
     "hf_loop": "Generator backend=hf (own loop)",
+    "hf_loop_bf16": "Generator backend=hf, bf16 autocast",
 }
+AUTO_GOAL = 0.95
 TIE_MARGIN = 1.10  # end-to-end speeds closer than 10% are a tie on a shared machine
 # ~100M parameters with the tiny character vocabulary: 12 layers of width 768.
 SHAPE_100M = {
@@ -92,10 +101,11 @@ def run_side(
 
     texts = prompts(count)
     started = time.perf_counter()
-    if side in ("vllm", "hf_loop"):
+    if side in ("vllm", "hf_loop", "hf_loop_bf16"):
         from cascade_cli.engines.local.generation import Generator
 
-        generator = Generator(model_dir, backend="vllm" if side == "vllm" else "hf", seed=seed)
+        backend = "vllm" if side == "vllm" else "hf"
+        generator = Generator(model_dir, backend=backend, seed=seed, bf16=side == "hf_loop_bf16")
         loaded = time.perf_counter()
         groups = generator.generate(texts, n=n, max_new_tokens=max_new_tokens, temperature=1.0, top_p=1.0)
         done = time.perf_counter()
@@ -151,8 +161,10 @@ def child(side: str, model_dir: Path, args: argparse.Namespace) -> dict | None:
         "--threads", str(args.threads),
     ]  # fmt: skip
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
-    if side != "vllm":
+    if side != "vllm" or args.model:
         env["OMP_NUM_THREADS"] = str(args.threads)
+    if args.model:
+        env["VLLM_CPU_OMP_THREADS_BIND"] = "nobind"  # vLLM computes on --threads too, not all cores but one
     completed = subprocess.run(command, capture_output=True, text=True, env=env, timeout=args.timeout)
     if completed.returncode != 0:
         print(f"  {side}: FAILED\n{completed.stderr[-2000:]}", file=sys.stderr)
@@ -171,7 +183,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=int, default=900)
     parser.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     parser.add_argument("--worker", choices=SIDES)
-    parser.add_argument("--model")
+    parser.add_argument("--model", help="a real model spec or directory (default: the tiny and 100M models)")
     args = parser.parse_args()
     if args.worker:
         result = run_side(
@@ -181,13 +193,19 @@ def main() -> None:
         return
 
     from cascade_cli.engines.local.generation import count_parameters, resolve_backend
+    from cascade_cli.tiny import resolve_model
 
     device = "cuda" if _cuda() else "cpu"
     print(
         f"device {device}; {args.prompts} prompts x n={args.n}, temperature 1, up to {args.max_new_tokens} tokens"
     )
     with tempfile.TemporaryDirectory() as tmp:
-        models = build_models(Path(tmp))
+        if args.model:
+            models = {args.model: resolve_model(args.model)}
+            args.models = args.model
+        else:
+            models = build_models(Path(tmp))
+        print(f"{args.threads} threads per side; load average {os.getloadavg()[0]:.1f}")
         for name in args.models.split(","):
             model_dir = models[name]
             params = count_parameters(model_dir)
@@ -222,6 +240,30 @@ def main() -> None:
                 print(
                     f"  auto picks {auto}; faster end to end here: {faster}; auto picks the faster: {verdict}"
                 )
+            if args.model:
+                check_auto(results, model_dir, params, device, args)
+        print(f"load average at the end {os.getloadavg()[0]:.1f}")
+
+
+def check_auto(results: dict, model_dir: Path, params: int, device: str, args: argparse.Namespace) -> None:
+    """What `auto` gives a GRPO trainer with this run's token budget, against the best side measured."""
+    from cascade_cli.engines.local.generation import resolve_backend
+
+    planned = args.prompts * args.n * args.max_new_tokens
+    backend = resolve_backend("auto", model_dir, device, planned_tokens=planned)
+    side = "vllm" if backend == "vllm" else "hf_loop"  # a trainer's hf rollouts stay fp32 (precision.py)
+    if side not in results:
+        print(f"  auto picks {side} (not measured in this run)")
+        return
+    for key, what in (("gen_tok_s", "generating"), ("total_tok_s", "with engine start")):
+        measured = {s: r[key] for s, r in results.items() if s != "hf_generate"}
+        best = max(measured, key=measured.get)
+        ratio = results[side][key] / measured[best]
+        goal = "ok" if ratio >= AUTO_GOAL else "BELOW"
+        print(
+            f"  auto ({planned} planned tokens) picks {side}: {ratio:.2f}x the best ({best}) {what} "
+            f"(goal >= {AUTO_GOAL}: {goal})"
+        )
 
 
 def _cuda() -> bool:

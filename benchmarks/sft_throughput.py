@@ -1,12 +1,17 @@
-"""SFT throughput: `cascade sft` vs transformers' `Trainer`, same tiny model, same data, same process.
+"""SFT throughput: `cascade sft` vs transformers' `Trainer` and TRL's `SFTTrainer`, same model, same data.
 
-Both train one epoch over the same canonical rows with assistant-only labels, the same batch size, learning
-rate schedule, AdamW betas, precision and torch thread count. Tokens/s counts real (non-padding) tokens per
-second of the training loop; the end-to-end column also counts loading, tokenizing and saving.
+Every side trains one epoch over the same canonical rows with assistant-only labels, the same batch size,
+learning rate schedule, AdamW betas, precision and torch thread count; `packing=true` for cascade is
+best-fit packing into `max_seq_len` rows, for TRL `packing=True` (its best-fit-decreasing strategy,
+padding-free). Each side runs in its own child process, all started together so a busy shared machine slows
+them alike. Tokens/s counts real (non-padding) tokens per second of the training loop; the end-to-end column
+also counts loading, tokenizing and saving. Also prints the training passes' share of the CPU's matmul
+ceiling (6 x params x tokens).
 
-    PYTHONPATH=src python benchmarks/sft_throughput.py [--rows 600] [--batch-size 16] [--bf16]
+    PYTHONPATH=src python benchmarks/sft_throughput.py [--model smollm2-135m] [--rows 600] [--batch-size 16]
+        [--bf16] [--sides trainer,trl-packed,cascade,cascade-packed]
 
-Needs `accelerate` (transformers' Trainer requires it).
+Needs `accelerate` (transformers' Trainer requires it) and `trl`.
 """
 
 from __future__ import annotations
@@ -18,9 +23,18 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads; `casc
 import argparse
 import json
 import random
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+SIDES = {
+    "trainer": "transformers Trainer",
+    "trl-packed": "TRL SFTTrainer packing=True",
+    "cascade": "cascade sft",
+    "cascade-packed": "cascade sft packing=true",
+}
 
 
 def make_rows(count: int, seed: int) -> list[dict]:
@@ -100,6 +114,56 @@ def run_cascade(model_dir: Path, data: Path, out: Path, args, packing: bool) -> 
     }
 
 
+def tokenized_rows(tokenizer, data: Path, max_seq_len: int) -> list[dict]:
+    """input ids and assistant-token masks of every row, rendered as cascade renders them."""
+    from cascade_cli.chat import render_segments
+    from cascade_cli.jsonl import read_jsonl
+
+    features = []
+    for row in read_jsonl(data):
+        ids, mask = [], []
+        for text, trainable in render_segments(row["messages"], mode=row["mode"]):
+            piece = tokenizer(text, add_special_tokens=False)["input_ids"]
+            ids.extend(piece)
+            mask.extend([int(trainable)] * len(piece))
+        features.append({"input_ids": ids[:max_seq_len], "assistant_masks": mask[:max_seq_len]})
+    return features
+
+
+def run_trl(model_dir: Path, data: Path, out: Path, args) -> dict:
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import SFTConfig, SFTTrainer
+
+    started = time.perf_counter()
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    features = tokenized_rows(tokenizer, data, args.max_seq_len)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    config = SFTConfig(
+        output_dir=str(out), per_device_train_batch_size=args.batch_size, num_train_epochs=1,
+        learning_rate=args.lr, lr_scheduler_type="cosine", warmup_steps=0.05, adam_beta1=0.9, adam_beta2=0.95,
+        weight_decay=1e-4, max_grad_norm=1.0, bf16=args.bf16, use_cpu=True, report_to=[], save_strategy="no",
+        logging_steps=10**9, dataloader_num_workers=0, seed=0, disable_tqdm=True, packing=True,
+        max_length=args.max_seq_len,
+    )  # fmt: skip
+    trainer = SFTTrainer(
+        model=model, args=config, train_dataset=Dataset.from_list(features), processing_class=tokenizer
+    )
+    torch.set_num_threads(args.threads)
+    train_started = time.perf_counter()
+    output = trainer.train()
+    train_s = time.perf_counter() - train_started
+    trainer.save_model(str(out))
+    return {
+        "tokens": sum(len(f["input_ids"]) for f in features),
+        "train_s": train_s,
+        "wall_s": time.perf_counter() - started,
+        "mean_loss": output.training_loss,
+        "steps": output.global_step,
+    }
+
+
 def run_trainer(model_dir: Path, data: Path, out: Path, args) -> dict:
     import torch
     from transformers import (
@@ -170,8 +234,20 @@ def run_trainer(model_dir: Path, data: Path, out: Path, args) -> dict:
     }
 
 
+def run_side(side: str, model_dir: Path, data: Path, out: Path, args) -> dict:
+    if side == "trainer":
+        return run_trainer(model_dir, data, out, args)
+    if side == "trl-packed":
+        return run_trl(model_dir, data, out, args)
+    return run_cascade(model_dir, data, out, args, packing=side == "cascade-packed")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="tiny", help="a model spec or directory (default: tiny)")
+    parser.add_argument("--sides", default=",".join(SIDES))
+    parser.add_argument("--worker", choices=SIDES)
+    parser.add_argument("--work")
     parser.add_argument("--rows", type=int, default=240)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--lr", type=float, default=2e-3)
@@ -180,44 +256,82 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: idle cores)")
     args = parser.parse_args()
 
-    import torch
 
-    from cascade_cli import tiny
     from cascade_cli.engines.local.model_io import configure_threads, quiet_transformers
     from cascade_cli.jsonl import write_jsonl
+    from cascade_cli.tiny import resolve_model
 
     args.threads = configure_threads(args.threads or None)
     quiet_transformers()
+    if args.worker:
+        work = Path(args.work)
+        result = run_side(args.worker, Path(args.model), work / "data.jsonl", work / args.worker, args)
+        print("RESULT " + json.dumps(result))
+        return
     work = Path(tempfile.mkdtemp(prefix="sft-bench-"))
-    model_dir = tiny.build_tiny("tiny", work / "tiny")
+    model_dir = resolve_model(args.model)
     data = work / "data.jsonl"
     write_jsonl(data, make_rows(args.rows, seed=0))
     print(
-        f"tiny model, {args.rows} rows, batch {args.batch_size}, {'bf16' if args.bf16 else 'fp32'}, "
-        f"{torch.get_num_threads()} threads"
+        f"{model_dir}: {args.rows} rows, batch {args.batch_size}, max_seq_len {args.max_seq_len}, "
+        f"{'bf16' if args.bf16 else 'fp32'}, {args.threads} threads each; load average {os.getloadavg()[0]:.1f}"
     )
-
-    results = {
-        "transformers Trainer": run_trainer(model_dir, data, work / "trainer", args),
-        "cascade sft": run_cascade(model_dir, data, work / "cascade", args, packing=False),
-        "cascade sft packing=true": run_cascade(model_dir, data, work / "cascade-packed", args, packing=True),
-    }
+    sides = args.sides.split(",")
+    procs = {}
+    for side in sides:
+        command = [
+            sys.executable, __file__, "--worker", side, "--work", str(work), "--model", str(model_dir),
+            "--batch-size", str(args.batch_size), "--lr", str(args.lr), "--max-seq-len", str(args.max_seq_len),
+            "--threads", str(args.threads), *(["--bf16"] if args.bf16 else []),
+        ]  # fmt: skip
+        procs[side] = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    results = {}
+    for side, proc in procs.items():
+        stdout, stderr = proc.communicate()
+        lines = [line for line in stdout.splitlines() if line.startswith("RESULT ")]
+        if proc.returncode != 0 or not lines:
+            sys.exit(f"{side} failed:\n{stderr[-3000:]}")
+        results[SIDES[side]] = json.loads(lines[-1][len("RESULT ") :])
     print(
-        f"{'':26s} {'steps':>6s} {'tokens':>8s} {'train tok/s':>12s} {'end-to-end s':>13s} {'mean loss':>9s}"
+        f"{'':30s} {'steps':>6s} {'tokens':>8s} {'train tok/s':>12s} {'end-to-end s':>13s} {'mean loss':>9s}"
     )
     for name, r in results.items():
         print(
-            f"{name:26s} {r['steps']:6d} {r['tokens']:8d} {r['tokens'] / r['train_s']:12,.0f} "
+            f"{name:30s} {r['steps']:6d} {r['tokens']:8d} {r['tokens'] / r['train_s']:12,.0f} "
             f"{r['wall_s']:13.1f} {r['mean_loss']:9.3f}"
         )
-    base = results["transformers Trainer"]
-    base_tps = base["tokens"] / base["train_s"]
-    for name in ("cascade sft", "cascade sft packing=true"):
-        r = results[name]
-        print(
-            f"ratio {name} / Trainer: train tokens/s x{r['tokens'] / r['train_s'] / base_tps:.2f}, "
-            f"end-to-end x{base['wall_s'] / r['wall_s']:.2f}"
-        )
+    report_ratios(results, model_dir, args)
+
+
+def report_ratios(results: dict[str, dict], model_dir: Path, args) -> None:
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from cpu_ceiling import ceiling_line, format_ceiling, measure_ceiling
+
+    def tok_s(r: dict) -> float:
+        return r["tokens"] / r["train_s"]
+
+    for base_name in (SIDES["trainer"], SIDES["trl-packed"]):
+        base = results.get(base_name)
+        for name in (SIDES["cascade"], SIDES["cascade-packed"]):
+            if base is None or name not in results:
+                continue
+            r = results[name]
+            print(
+                f"ratio {name} / {base_name}: train tokens/s x{tok_s(r) / tok_s(base):.2f}, "
+                f"end-to-end x{base['wall_s'] / r['wall_s']:.2f}"
+            )
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(model_dir))
+    params = sum(p.numel() for p in model.parameters())
+    ceiling = measure_ceiling()
+    print(format_ceiling(ceiling, args.threads))
+    dtype = "bfloat16" if args.bf16 else "float32"
+    for name, r in results.items():
+        print(ceiling_line(ceiling, name, params, r["tokens"], r["train_s"], dtype))
+    print(f"load average at the end {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -38,7 +38,9 @@ class PhaseConfig:
 
 @dataclass
 class RolloutConfig:
-    backend: str = "auto"  # auto | hf | vllm (auto: hf on CPU; see engines/local/generation.py)
+    # auto | hf | vllm. auto: hf for small models; vllm on a GPU, and on a CPU when the stage's rollout tokens
+    # pay back vLLM's engine start (engines/local/rollout_backend.py).
+    backend: str = "auto"
     max_batch_size: int = 512  # sequences per hf generation batch
     # Verify finished chunks of groups in a background thread while the next chunk generates.
     chunk_prompts: int = 0  # prompts per generation chunk; 0 = the whole step at once (no overlap)
@@ -96,7 +98,9 @@ class GRPOConfig(TrainerConfig):
     entropy_coef: float = 0.0  # > 0: entropy bonus
     train_micro_batch: int = 32  # sequences per forward/backward (gradient accumulation, one step)
     logprob_chunk_tokens: int = 1024  # positions per LM-head chunk of the log-probs (memory ~ chunk x vocab)
-    dtype: str = "auto"  # auto (bf16 on GPU, fp32 on CPU) | float32 | bfloat16
+    # auto: bf16 weights on a GPU; on a CPU fp32 weights, with bf16 autocast for 50M+ parameter models where
+    # the CPU has native bf16 (engines/local/precision.py) | float32 | bfloat16 (weights, no autocast)
+    dtype: str = "auto"
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     # Rewards: the verifier registry (the same path as `cascade verify`).
     # Verifier worker processes.

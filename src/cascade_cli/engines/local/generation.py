@@ -17,10 +17,9 @@ Backends:
   python, numpy); the generator keeps their state as its own (swapped in around each `generate`, starting from `seed`),
   which makes vLLM rollouts independent of the trainer's RNG use and their state checkpointable too.
 
-`auto` rule (measured on CPU, issue 6): vLLM starts in ~27 s and on CPU is no faster than the hf loop
-(2M params: hf ~15k tok/s vs vLLM ~9k; 100M: both ~1.1k), so on CPU `auto` always picks `hf`. On a GPU
-`auto` picks `vllm` when it is installed and the model has at least `AUTO_VLLM_MIN_PARAMS` parameters
-(below that the engine start outweighs the speed-up for the short runs such models get), else `hf`.
+`auto` rule (engines/local/rollout_backend.py, backed by benchmarks/eval_generation.py): `hf` for models
+under AUTO_VLLM_MIN_PARAMS or without vLLM; on a GPU `vllm`; on a CPU `vllm` only when the tokens the stage
+will generate (`planned_tokens`) pay back the engine start, else `hf`.
 
 Contract of a `Completion`: `token_ids` are the generated ids and include the stop token when
 `finish_reason == "stop"` (so a trainer learns to emit it); `text` is their decoding with the stop string
@@ -50,10 +49,15 @@ from cascade_cli.engines.local.fast_attention import (
     use_gqa_sdpa,
 )
 from cascade_cli.engines.local.lora import merged_state_dict
+from cascade_cli.engines.local.rollout_backend import (  # noqa: F401  (re-exported: the backend API)
+    AUTO_VLLM_MIN_PARAMS,
+    BACKENDS,
+    count_parameters,
+    resolve_backend,
+    vllm_available,
+)
 from cascade_cli.errors import CascadeUsageError
 
-BACKENDS = ("auto", "vllm", "hf")
-AUTO_VLLM_MIN_PARAMS = 50_000_000
 DEFAULT_STOP: tuple[str, ...] = (IM_END,)
 
 FinishReason = Literal["stop", "length"]
@@ -78,35 +82,6 @@ class Sampling:
     top_k: int
     stop: list[str]
     logprobs: bool
-
-
-def vllm_available() -> bool:
-    try:
-        import vllm  # noqa: F401
-    except Exception:  # ImportError, or a broken install raising at import
-        return False
-    return True
-
-
-def count_parameters(model_dir: str | Path) -> int:
-    """Parameter count from config.json alone (the model is built on the meta device: no memory, no load)."""
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    config = AutoConfig.from_pretrained(model_dir)
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config)
-    return sum(p.numel() for p in model.parameters())
-
-
-def resolve_backend(backend: str, model_dir: str | Path | None, device: str) -> str:
-    """`auto` -> `hf` on CPU; on a GPU `vllm` for models of AUTO_VLLM_MIN_PARAMS+ when vLLM is installed."""
-    if backend not in BACKENDS:
-        raise CascadeUsageError(f"rollout backend must be one of {', '.join(BACKENDS)}; found {backend!r}")
-    if backend != "auto":
-        return backend
-    if model_dir is None or not device.startswith("cuda") or not vllm_available():
-        return "hf"
-    return "vllm" if count_parameters(model_dir) >= AUTO_VLLM_MIN_PARAMS else "hf"
 
 
 def _stop_token_ids(tokenizer: Any, stop: Sequence[str]) -> tuple[list[int], list[str]]:
@@ -161,9 +136,12 @@ class Generator:
         model: Any = None,
         tokenizer: Any = None,
         vllm_kwargs: dict[str, Any] | None = None,
+        bf16: bool = False,
+        planned_tokens: int | None = None,
     ) -> None:
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.seed = seed
+        self.bf16 = bf16  # hf loop: bf16 autocast over fp32 weights (the trainer's precision choice)
         self.max_batch_size = max_batch_size
         self.model_dir = str(model_dir) if model_dir is not None else None
         if model is not None:
@@ -172,7 +150,7 @@ class Generator:
                 raise CascadeUsageError(
                     "Generator.from_model shares a torch module: only backend 'hf' applies"
                 )
-        self.backend = resolve_backend(backend, model_dir, self.device)
+        self.backend = resolve_backend(backend, model_dir, self.device, planned_tokens)
         self._llm: Any = None
         self.model: Any = None
         if self.backend == "hf":
@@ -181,7 +159,9 @@ class Generator:
             self._init_vllm(dtype, max_model_len, vllm_kwargs or {})
 
     @classmethod
-    def from_model(cls, model: Any, tokenizer: Any, *, seed: int = 0, max_batch_size: int = 512) -> Generator:
+    def from_model(
+        cls, model: Any, tokenizer: Any, *, seed: int = 0, max_batch_size: int = 512, bf16: bool = False
+    ) -> Generator:
         """An hf generator over an existing module (the trainer's policy): no copy, no sync needed."""
         device = str(next(model.parameters()).device)
         return cls(
@@ -192,18 +172,25 @@ class Generator:
             model=model,
             tokenizer=tokenizer,
             max_batch_size=max_batch_size,
+            bf16=bf16,
         )
 
     @classmethod
     def for_policy(
-        cls, policy: Any, tokenizer: Any, model_dir: str, *, backend: str, seed: int, max_batch_size: int
+        cls, policy: Any, tokenizer: Any, model_dir: str, *, backend: str, seed: int, max_batch_size: int,
+        bf16: bool = False, planned_tokens: int | None = None,
     ) -> Generator:
-        """A trainer's rollout engine: hf (`auto` on any device) shares `policy`; vLLM loads `model_dir` and
-        gets the policy's current weights."""
-        if backend in ("auto", "hf"):
-            return cls.from_model(policy, tokenizer, seed=seed, max_batch_size=max_batch_size)
-        device = str(next(policy.parameters()).device)
-        generator = cls(model_dir, backend=backend, seed=seed, device=device, max_batch_size=max_batch_size)
+        """A trainer's rollout engine: hf shares `policy` (bf16: under autocast); vLLM loads `model_dir` in the
+        policy's dtype and gets its current weights. `auto` decides by the rule in rollout_backend.py with the
+        stage's `planned_tokens`."""
+        weight = next(policy.parameters())
+        device = str(weight.device)
+        if resolve_backend(backend, model_dir, device, planned_tokens) == "hf":
+            return cls.from_model(policy, tokenizer, seed=seed, max_batch_size=max_batch_size, bf16=bf16)
+        dtype = str(weight.dtype).removeprefix("torch.")
+        generator = cls(
+            model_dir, backend="vllm", seed=seed, device=device, dtype=dtype, max_batch_size=max_batch_size
+        )
         generator.update_weights(merged_state_dict(policy))  # plain HF names, LoRA folded in
         return generator
 
@@ -234,6 +221,8 @@ class Generator:
         on_cpu = not self.device.startswith("cuda")
         if on_cpu:
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+            # Compute on this process's torch threads (a trainer's too), not a pool of all cores but one.
+            os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
         from transformers import AutoTokenizer
         from vllm import LLM
 
@@ -285,8 +274,10 @@ class Generator:
             return self._generate_vllm(prompts, spec)
         per_chunk = max(1, self.max_batch_size // n)
         results: list[Completion] = []
-        for start in range(0, len(prompts), per_chunk):
-            results.extend(self._generate_hf(prompts[start : start + per_chunk], spec))
+        # One autocast region for the whole call: the bf16 copies of the weights are cast once and cached.
+        with torch.autocast(self.device.split(":")[0], dtype=torch.bfloat16, enabled=self.bf16):
+            for start in range(0, len(prompts), per_chunk):
+                results.extend(self._generate_hf(prompts[start : start + per_chunk], spec))
         return [results[i * n : (i + 1) * n] for i in range(len(prompts))]
 
     def update_weights(

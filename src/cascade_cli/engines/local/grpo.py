@@ -37,7 +37,7 @@ from cascade_cli.config.grpo import (
 )
 from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console
-from cascade_cli.engines.local import checkpoint, lora, rl_data, rl_rewards
+from cascade_cli.engines.local import checkpoint, lora, model_io, precision, rl_data, rl_eval, rl_rewards
 from cascade_cli.engines.local.generation import Generator
 from cascade_cli.engines.local.logprobs import response_hidden, token_logprobs
 from cascade_cli.engines.local.losses import grpo_loss
@@ -50,7 +50,7 @@ from cascade_cli.engines.local.model_io import (
 from cascade_cli.engines.local.rl_data import PromptSampler, prompt_mode, render_row
 from cascade_cli.engines.local.rl_rewards import Group, RewardHook
 from cascade_cli.errors import CascadeUsageError
-from cascade_cli.records import HELDOUT_FILE, load_rows, rollout_record
+from cascade_cli.records import HELDOUT_FILE, load_rows
 from cascade_cli.tiny import resolve_model
 from cascade_cli.verifiers import Score, known_domains
 from cascade_cli.verifiers.batch import load_verifier
@@ -84,6 +84,7 @@ class Run:
     optimizer: torch.optim.Optimizer
     sampler: PromptSampler
     generator: Generator | None = None
+    bf16: bool = False  # training pass under bf16 autocast over fp32 weights (precision.py: `dtype: auto`)
     pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="reward"))
 
 
@@ -205,10 +206,10 @@ def sequence_logprobs(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(log-probs, entropy, present) [B, R] of the micro-batch's responses under `model`'s sampling law."""
     prompts, responses = [s.prompt_ids for s in micro], [s.response_ids for s in micro]
-    hidden, tokens, present = response_hidden(model, prompts, responses, run.pad_id, run.device)
-    head = model.get_output_embeddings()
     chunk, bonus = run.config.logprob_chunk_tokens, bool(run.config.entropy_coef)
-    logprobs, entropy = token_logprobs(hidden, head, tokens, temperature, chunk, entropy_grad=bonus)
+    with model_io.autocast(run.device, run.bf16):
+        hidden, tokens, present = response_hidden(model, prompts, responses, run.pad_id, run.device)
+        logprobs, entropy = token_logprobs(hidden, model.get_output_embeddings(), tokens, temperature, chunk, bonus)
     return logprobs, entropy, present
 
 
@@ -268,7 +269,7 @@ def step_metrics(
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Phases, setup, evaluation
+# Phases and setup (held-out evaluation: rl_eval.py)
 # ---------------------------------------------------------------------------------------------------------
 
 
@@ -300,14 +301,13 @@ def build_run(
     check_config(config, mode)
     init = str(require_model_dir(resolve_model(config.init or ""), "init checkpoint"))
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    auto = torch.bfloat16 if device == "cuda" else torch.float32
-    dtype = getattr(torch, config.dtype) if config.dtype != "auto" else auto
     configure_threads()
     quiet_transformers()
     torch.manual_seed(config.seed)
     tokenizer = load_tokenizer(init)  # a pad token and, for ChatML, the project's template
     pad = tokenizer.pad_token_id
-    policy = AutoModelForCausalLM.from_pretrained(init, dtype=dtype).to(device)
+    policy = AutoModelForCausalLM.from_pretrained(init, dtype=precision.weight_dtype(config.dtype, device)).to(device)
+    params = sum(p.numel() for p in policy.parameters())  # the base model's size (before any adapters)
     longest = config.max_prompt_len + max(p.max_response_len for p in resolve_phases(config))
     policy = prepare_for_training(policy, config, tokens=config.train_micro_batch * longest)  # LoRA, checkpointing
     policy.train()
@@ -327,30 +327,8 @@ def build_run(
         eval_rows=eval_rows, reward=reward, tokenizer=tokenizer, device=device,
         pad_id=pad if pad is not None else (tokenizer.eos_token_id or 0),
         policy=policy, reference=reference, optimizer=optimizer, sampler=sampler,
+        bf16=precision.autocast_bf16(config.dtype, device, params, model_io.bf16_supported(device)),
     )
-
-
-def evaluate(run: Run) -> dict[str, float]:
-    """Greedy held-out accuracy (pass rate) and mean reward of the current policy."""
-    config = run.config
-    rows = run.eval_rows[: config.eval_limit] if config.eval_limit else run.eval_rows
-    modes = [prompt_mode(run.mode, row, i) for i, row in enumerate(rows)]
-    prompts = [render_row(row, m, run.tokenizer) for row, m in zip(rows, modes, strict=True)]
-    max_new = config.eval_max_new_tokens or run.phases[-1].max_response_len
-    outputs = run.generator.generate(prompts, n=1, max_new_tokens=max_new, temperature=0.0)
-    records = [
-        rollout_record(
-            row, group[0].text, domain=run.domain, mode=mode, finish_reason=group[0].finish_reason,
-            record_id=row.get("id", index),
-        )
-        for index, (row, mode, group) in enumerate(zip(rows, modes, outputs, strict=True))
-    ]
-    scores = run.reward.finalize(records, run.reward.score(records))
-    return {
-        "accuracy": sum(s.passed for s in scores) / len(scores),
-        "reward": sum(s.reward for s in scores) / len(scores),
-        "n": len(scores),
-    }
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -376,7 +354,7 @@ def train(run: Run, step: int, eval_before: dict | None, config_dict: dict[str, 
     config, out = run.config, Path(run.config.out or "")
     started, total_steps = time.perf_counter(), sum(phase.steps for phase in run.phases)
     if run.eval_rows and eval_before is None:
-        eval_before = evaluate(run)
+        eval_before = rl_eval.evaluate(run)
     metrics_log = MetricsLog(out, tensorboard=config.tensorboard, truncate_after_step=step or None)
     last: dict[str, Any] = {}
     columns = (BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), TextColumn("{task.description}"))
@@ -402,7 +380,7 @@ def train(run: Run, step: int, eval_before: dict | None, config_dict: dict[str, 
     checkpoint.save_final(out, run.policy, run.tokenizer, safe_serialization=True)
     summary: dict[str, Any] = {"steps": step, **{f"final_{k}": v for k, v in last.items()}}
     if run.eval_rows and eval_before is not None:
-        after = evaluate(run)
+        after = rl_eval.evaluate(run)
         for key in ("accuracy", "reward"):
             summary[f"heldout_{key}_before"], summary[f"heldout_{key}_after"] = eval_before[key], after[key]
         summary["heldout_n"] = after["n"]
@@ -468,7 +446,8 @@ def run_grpo(
             run.sampler.load_state(begin.extra["sampler"])
         run.generator = Generator.for_policy(
             run.policy, run.tokenizer, run.init, backend=config.rollout.backend, seed=config.seed,
-            max_batch_size=config.rollout.max_batch_size,
+            max_batch_size=config.rollout.max_batch_size,  # rollouts stay fp32: precision.py
+            planned_tokens=precision.planned_rollout_tokens(config, run.phases),
         )
         run.generator.set_rng_state(begin.extra.get("generator_rng"))
         stage_manifest(config, config_dict, {}, "running")
