@@ -10,7 +10,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -23,21 +22,22 @@ from hypothesis import strategies as st
 from cascade_cli import verifiers
 from cascade_cli.chat import render_prompt
 from cascade_cli.reward_protocol import recover_response
-from cascade_cli.serve import Guard, RewardService, create_app, start_site
+from cascade_cli.serve import Guard, RewardService
 from cascade_cli.verifiers.swe import preimage_from_patch
 
 sys.path.insert(0, str(Path(__file__).parent))
 import echo_verifier  # noqa: E402
 from openrlhf_peers import check_rollout_batching, process_response_into_experience, run_executor  # noqa: E402
 from real_reward_cases import CASES, code_options, service_label  # noqa: E402
+from service_thread import ServiceThread  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = "--- a/m.py\n+++ b/m.py\n@@ -1,3 +1,3 @@\n def f(x):\n-    return x - 1\n+    return x + 1\n \n"
 SWE_LABEL = {"domain": "swe", "golden_patch": GOLDEN, "original_files": preimage_from_patch(GOLDEN)}
 
 
-class LiveService:
-    """A RewardService on 127.0.0.1:<free port>, its event loop in a thread (the test keeps its own loop)."""
+class LiveService(ServiceThread):
+    """A RewardService with the echo verifier on 127.0.0.1:<free port> (service_thread.py), plus HTTP helpers."""
 
     def __init__(
         self,
@@ -48,24 +48,8 @@ class LiveService:
         guard: Guard | None = None,
     ) -> None:
         verifiers.register("echo", echo_verifier.TARGET)
-        self.service = RewardService(
-            workers, timeout_s, domain, options, registrations={"echo": echo_verifier.TARGET}
-        )
-        self.loop = asyncio.new_event_loop()
-        started = threading.Event()
-
-        def serve() -> None:
-            asyncio.set_event_loop(self.loop)
-            self.runner, self.port = self.loop.run_until_complete(
-                start_site(create_app(self.service, guard), "127.0.0.1", 0)
-            )
-            started.set()
-            self.loop.run_forever()
-
-        self.thread = threading.Thread(target=serve, daemon=True)
-        self.thread.start()
-        assert started.wait(30)
-        self.url = f"http://127.0.0.1:{self.port}/get_reward"
+        service = RewardService(workers, timeout_s, domain, options, registrations={"echo": echo_verifier.TARGET})
+        super().__init__(service, guard)
 
     def post(self, body: bytes | dict, path: str = "/get_reward", headers: dict | None = None) -> tuple[int, dict]:
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
@@ -82,13 +66,6 @@ class LiveService:
     def health(self, path: str = "/health") -> dict:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=30) as answer:
             return json.loads(answer.read())
-
-    def close(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(30)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(30)
-        self.service.close()
-
 
 @pytest.fixture(scope="module")
 def live():

@@ -40,9 +40,9 @@ import aiohttp
 import torch
 from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
+from cascade_cli.serve_auth import TOKEN_ENV, TOKEN_REF
+
 RETRIES = 5
-TOKEN_ENV = "CASCADE_REWARD_TOKEN"  # as serve_auth (this file runs where cascade may not be importable)
-TOKEN_REF = "$" + TOKEN_ENV
 
 
 @dataclass
