@@ -5,7 +5,8 @@ ChatML prompts, group size 8, 64 completions per step (8 prompts), at most `--ma
 temperature 1, top-p 1, token-level loss (TRL `loss_type="dapo"`), beta 0 (no KL, no reference model), one
 optimizer step per rollout batch, the same pure-Python reward. Precision: cascade with its default
 `dtype: auto` (bf16 autocast of the training pass on a bf16 CPU for 50M+ models; fp32 rollouts) and TRL both with `bf16=False` and `bf16=True`
-(the choice it offers). Each side runs in its own subprocess of this script, all started together, and
+(the choice it offers; TRL's GRPO checkpoints gradients by default, cascade's `gradient_checkpointing: auto`
+splits the 64 rows into micro-batches that fit instead). Each side runs in its own subprocess of this script, all started together, and
 they take turns step by step (a baton file), so a busy shared machine slows them alike; the first step of
 each is warm-up and is not counted. Prints the median seconds per step, cascade's split of its step
 (generation / training pass), the training pass's share of the CPU's matmul ceiling, and the ratios.
@@ -175,7 +176,11 @@ def run_cascade(model_dir: str, steps: int, max_new: int, baton: Baton, backend:
         split[-1]["loss_tokens"] = metrics["loss_tokens"]
         baton.release(seconds=times[-1], **split[-1])
     params = sum(p.numel() for p in run.policy.parameters())
-    return {"times": times, "split": split, "bf16": run.bf16, "params": params}
+    checkpointing = bool(getattr(run.policy, "is_gradient_checkpointing", False))
+    return {
+        "times": times, "split": split, "bf16": run.bf16, "params": params, "micro_batch": run.micro_batch,
+        "checkpointing": checkpointing,
+    }  # fmt: skip
 
 
 def main() -> None:
@@ -258,8 +263,10 @@ def report_cascade(output: dict, threads: int) -> None:
     split = output["split"][1:] or output["split"]
     mean = {key: statistics.mean(s[key] for s in split) for key in split[0]}
     print(
-        f"cascade split (mean after warm-up, bf16 autocast {output['bf16']}): generate {mean['generate']:.2f} s, "
-        f"train pass {mean['train']:.2f} s, verify wait {mean['verify_wait']:.2f} s, sync {mean['sync']:.2f} s"
+        f"cascade split (mean after warm-up, bf16 autocast {output['bf16']}, micro-batches of "
+        f"{output['micro_batch']} rows, gradient checkpointing {output['checkpointing']}): generate "
+        f"{mean['generate']:.2f} s, train pass {mean['train']:.2f} s, verify wait {mean['verify_wait']:.2f} s, "
+        f"sync {mean['sync']:.2f} s"
     )
     torch.set_num_threads(threads)
     ceiling = measure_ceiling()

@@ -10,10 +10,12 @@ each row as prompt + response, engines/local/grad_checkpointing.py). Each case r
 (benchmarks/logprob_memory.py's worker), so its peak RSS is its own; a case that would not fit in the memory
 free at the start fails with an allocation error and is reported as such.
 
-Measured 2026-12-01 (SmolLM2-135M, 1 thread, a shared 23 GiB machine; peak RSS growth in MiB):
-    8 x 256:   full/off 5,328  chunked/off 4,222  full/on 3,571  chunked/on 2,032
-    8 x 1024:  full/off and chunked/off did not fit in the ~9 GiB free (chunked/off extrapolates to ~12.8 GiB:
-               1.39 MiB per token from 8 x 256 and 8 x 512), full/on 10,856, chunked/on 5,317 (0.49x full/on)
+Measured 2026-12-01 (SmolLM2-135M, 2 threads, a quiet 23 GiB machine, the closed-form LM head; peak RSS
+growth in MiB):
+    8 x 256:   chunked/off 4,530  chunked/on 2,247
+    8 x 512:   chunked/off 6,983  chunked/on 3,628   (1.20 MiB per token without checkpointing)
+    8 x 1024:  full/off 21,027  chunked/off 12,936 (0.62x)  full/on 10,344  chunked/on 4,624 (0.45x full/on,
+               0.22x full/off); each case 58-62 s
 
     python benchmarks/memory.py [--model smollm2-135m] [--batch 8] [--length 1024] [--chunk 1024] [--threads 1]
                                 [--cases full-off,chunked-off,full-on,chunked-on]

@@ -12,13 +12,16 @@ import torch
 from cascade_cli import tiny
 from cascade_cli.config.build import build_stage_config
 from cascade_cli.config.common import LoRAConfig
+from cascade_cli.config.grpo import RLVRConfig
 from cascade_cli.config.sft import SFTConfig
-from cascade_cli.engines.local import grad_checkpointing, lora, model_io
+from cascade_cli.engines.local import grad_checkpointing, grpo, lora, model_io
 from cascade_cli.engines.local.logprobs import response_hidden, token_logprobs
 from cascade_cli.engines.local.losses import grpo_loss
 from cascade_cli.engines.local.reward_model import bradley_terry_loss, load_reward_model, rewards_of
+from cascade_cli.engines.local.rl_rewards import RewardHook
 from cascade_cli.engines.local.sft import step_loss
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.verifiers.base import Score
 
 SMOLLM2 = Path("/work/models/smollm2-135m")
 
@@ -118,6 +121,35 @@ def test_auto_turns_on_only_when_activations_would_crowd_the_memory(tiny_dir, ca
     assert not prepared.is_gradient_checkpointing
     config = SFTConfig(data="-", gradient_checkpointing="true")
     assert model_io.prepare_for_training(model, config, tokens=small).is_gradient_checkpointing
+
+
+class LetterShare(RewardHook):
+    def score(self, records):
+        return [Score(reward=sum(c.isalpha() for c in r["response"]) / 10, passed=False) for r in records]
+
+
+def test_auto_splits_a_grpo_step_into_micro_batches_before_checkpointing(tiny_dir, tmp_path, capsys):
+    """Under `auto` the micro-batch halves until its activations fit; only a single row that does not fit
+    turns checkpointing on. A GRPO run trains with the micro-batch found (the same gradient, accumulated)."""
+    model = model_io.load_model(tiny_dir)
+    budget = grad_checkpointing.MEMORY_SHARE * grad_checkpointing.memory_bytes("cpu")
+    row_tokens = int(budget / grad_checkpointing.activation_bytes(model, 1) / 10)  # 10 such rows fit, 11 not
+    assert grad_checkpointing.fitting_micro_batch(model, "auto", 8, row_tokens, "cpu") == 8
+    assert grad_checkpointing.fitting_micro_batch(model, "auto", 64, row_tokens, "cpu") == 8
+    assert "micro-batches of 8 rows instead of 64" in capsys.readouterr().err
+    assert grad_checkpointing.fitting_micro_batch(model, "auto", 64, row_tokens * 100, "cpu") == 1
+    assert grad_checkpointing.wanted("auto", model, row_tokens * 100, "cpu")  # one row too big: checkpointing
+    assert grad_checkpointing.fitting_micro_batch(model, "false", 64, row_tokens, "cpu") == 64
+    assert grad_checkpointing.fitting_micro_batch(model, "true", 64, row_tokens, "cpu") == 64
+
+    rows = [{"id": str(i), "prompt": "Write letters.", "label": None} for i in range(4)]
+    config = RLVRConfig(
+        domain="math", init=str(tiny_dir), data="-", out=str(tmp_path / "out"), steps=1, prompts_per_step=2,
+        group_size=2, max_response_len=row_tokens - 64, max_prompt_len=64, train_micro_batch=64,
+    )  # fmt: skip
+    run = grpo.build_run(config, rows, LetterShare(), domain="math", mode="no_think", eval_rows=None)
+    run.pool.shutdown()
+    assert run.micro_batch == 8 and not run.policy.is_gradient_checkpointing  # the 8 rows fit: no recompute
 
 
 def test_setting_accepts_yaml_booleans_and_rejects_other_values():

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from cascade_cli.engines.local.logprobs import response_hidden, token_logprobs
+from cascade_cli.engines.local import logprobs
+from cascade_cli.engines.local.logprobs import length_buckets, response_hidden, token_logprobs
 from cascade_cli.engines.local.losses import grpo_loss
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -65,23 +66,30 @@ def models(tmp_path_factory):
 
 @pytest.mark.parametrize("aggregation", ["token", "sequence"])
 @pytest.mark.parametrize("chunk_tokens", [1, 5, 4096])
-def test_chunked_loss_and_gradients_equal_the_full_logits_computation(models, aggregation, chunk_tokens):
+@pytest.mark.parametrize("entropy_coef", [0.05, 0.0])  # 0: the closed-form head (_HeadLogprobs), else autograd
+@pytest.mark.parametrize("bucket_cost", [0, logprobs.BUCKET_COST_TOKENS])  # 0: every response its own bucket
+def test_chunked_loss_and_gradients_equal_the_full_logits_computation(
+    models, aggregation, chunk_tokens, entropy_coef, bucket_cost, monkeypatch
+):
+    monkeypatch.setattr(logprobs, "BUCKET_COST_TOKENS", bucket_cost)
     policy, reference = models
     short, long = [5, 6, 7], [8, 9, 10, 11, 12, 13]
     prompts = [short, short, long, long]
     responses = [[20, 21, 22, 1], [23], [24, 25, 26], [27, 28, 29, 30, 31, 2]]
     keep = torch.tensor([1.0, 1.0, 0.0, 1.0])
     advantages = torch.tensor([0.7, -1.3, 0.4, 0.9])
-    temperature, settings = 0.8, {"kl_coef": 0.1, "entropy_coef": 0.05, "aggregation": aggregation}
+    temperature, settings = 0.8, {"kl_coef": 0.1, "entropy_coef": entropy_coef, "aggregation": aggregation}
     normaliser = 11 if aggregation == "token" else 3
 
     hidden, tokens, present = response_hidden(policy, prompts, responses, pad=0, device="cpu")
-    logprobs, entropy = token_logprobs(hidden, policy.lm_head, tokens, temperature, chunk_tokens, entropy_grad=True)
+    policy_logprobs, entropy = token_logprobs(
+        hidden, policy.lm_head, tokens, temperature, chunk_tokens, bool(entropy_coef), present=present
+    )
     mask = present.float() * keep[:, None]
     with torch.no_grad():
         ref_hidden = response_hidden(reference, prompts, responses, pad=0, device="cpu")[0]
         ref_logprobs = token_logprobs(ref_hidden, reference.lm_head, tokens, temperature, chunk_tokens)[0]
-    loss, stats = grpo_loss(logprobs, mask, advantages, normaliser, entropy, ref_logprobs, **settings)
+    loss, stats = grpo_loss(policy_logprobs, mask, advantages, normaliser, entropy, ref_logprobs, **settings)
     policy.zero_grad()
     loss.backward()
     chunked_grads = {n: p.grad.clone() for n, p in policy.named_parameters()}
@@ -103,6 +111,38 @@ def test_chunked_loss_and_gradients_equal_the_full_logits_computation(models, ag
     for name, param in policy.named_parameters():
         assert torch.allclose(chunked_grads[name], param.grad, rtol=1e-4, atol=1e-6), name
     assert any(g.abs().sum() > 0 for g in chunked_grads.values())
+
+
+def test_length_buckets_trade_padding_for_forward_passes(monkeypatch):
+    lengths = [3, 120, 5, 118, 4, 121, 6, 119]
+    buckets = length_buckets(lengths)
+    assert sorted(row for bucket in buckets for row in bucket) == list(range(8))
+    assert [sorted(b) for b in buckets] == [[1, 3, 5, 7], [0, 2, 4, 6]]  # long rows apart from short ones
+    assert length_buckets([64] * 8) == [list(range(8))]  # nothing to save: one pass
+    monkeypatch.setattr(logprobs, "BUCKET_COST_TOKENS", 0)
+    assert len(length_buckets(lengths)) == logprobs.MAX_BUCKETS
+
+
+def test_closed_form_head_matches_autograd_under_bf16_autocast():
+    """The fused head's log-probs and gradients are those of nn.Linear + log_softmax under autocast."""
+    torch.manual_seed(0)
+    head = torch.nn.Linear(16, 50, bias=False)
+    hidden = torch.randn(3, 5, 16, requires_grad=True)
+    tokens, weights = torch.randint(0, 50, (3, 5)), torch.randn(3, 5)
+    present = torch.ones(3, 5, dtype=torch.long)
+    present[1, 3:] = 0
+    results = []
+    for closed_form in (True, False):
+        hidden.grad, head.weight.grad = None, None
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            values, entropy = token_logprobs(hidden, head, tokens, 1.0, 4, not closed_form, present=present)
+        (values * weights).sum().backward()
+        results.append((values.detach(), entropy.detach(), hidden.grad.clone(), head.weight.grad.clone()))
+    (ours, our_entropy, our_hidden, our_weight), (theirs, their_entropy, their_hidden, their_weight) = results
+    assert torch.allclose(ours, theirs * present, atol=1e-5)
+    assert torch.allclose(our_entropy, their_entropy * present, atol=1e-4)
+    assert torch.allclose(our_hidden, their_hidden, atol=1e-2) and our_hidden.abs().sum() > 0
+    assert torch.allclose(our_weight, their_weight, atol=5e-2) and our_weight.abs().sum() > 0
 
 
 def micro_batch_peak_mib(vocab: int, batch: int, length: int, chunk: int, entropy_bonus: bool) -> float:

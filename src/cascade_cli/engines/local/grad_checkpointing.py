@@ -7,7 +7,7 @@ write the cache twice), so the shared-prompt KV trick of `logprobs.response_hidd
 `joint_hidden` runs every row as prompt + response in one pass instead (the same numbers, the prompt computed
 once per row rather than once per group).
 
-`auto` turns checkpointing on when one micro-batch's activations (estimated from the model's shape and the
+`auto` (GRPO first splits its step into smaller micro-batches, `fitting_micro_batch`) turns checkpointing on when one micro-batch's activations (estimated from the model's shape and the
 stage's longest micro-batch; the constant is fit to benchmarks/memory.py on SmolLM2) would need more than a
 quarter of the machine's memory (MemTotal on CPU, the device's memory on GPU): off where memory is plentiful
 (it costs ~1/3 more compute), on before a long-sequence step would run out of memory. Total, not free, memory:
@@ -24,10 +24,10 @@ import torch
 from cascade_cli.console import console
 
 # Bytes of saved activations per token, per layer, per (hidden + intermediate) unit, in float32, without
-# checkpointing. Fit to benchmarks/memory.py on SmolLM2-135M (30 layers, 576 + 1536 units), chunked log-probs:
-# peak growth 4,222 MiB at 8 x 256 and 7,073 MiB at 8 x 512 response tokens, 1.39 MiB per token = 23 bytes
-# per unit (linear in tokens: no T^2 attention term); 8 x 1024 (~12.8 GiB) did not fit in the 9 GiB free.
-ACTIVATION_BYTES_PER_UNIT = 23.0
+# checkpointing. Fit to benchmarks/memory.py on SmolLM2-135M (30 layers, 576 + 1536 units), chunked log-probs
+# with the closed-form head, bf16 autocast, 2 threads: peak growth 4,530 MiB at 8 x 256 and 6,983 MiB at
+# 8 x 512 response tokens, 1.20 MiB per token = 20 bytes per unit (linear in tokens: no T^2 attention term).
+ACTIVATION_BYTES_PER_UNIT = 20.0
 MEMORY_SHARE = 0.25
 
 
@@ -66,6 +66,28 @@ def wanted(setting: str, model: Any, tokens: int, device: str) -> bool:
         f"GiB of activations, over {MEMORY_SHARE:.0%} of the {memory / 2**30:.1f} GiB {device} memory"
     )
     return True
+
+
+def fitting_micro_batch(model: Any, setting: str, rows: int, row_tokens: int, device: str) -> int:
+    """Under `auto`, the largest micro-batch of at most `rows` rows (halving) whose activations fit the rule
+    above, so checkpointing is left for a single row that does not fit; `rows` under `true` / `false`.
+
+    More micro-batches give the same gradient (gradient accumulation) without checkpointing's recompute.
+    Measured on SmolLM2-135M (64 responses of <= 128 tokens, bf16 autocast, 2 threads): 4 micro-batches of
+    16 rows 14.3 s at 4.8 GiB peak RSS, 2 of 32 rows 11.2 s at 5.7 GiB, one of 64 checkpointed 22.9 s at 7.2 GiB."""
+    if setting != "auto":
+        return rows
+    budget = MEMORY_SHARE * memory_bytes(device)
+    fitting = rows
+    while fitting > 1 and activation_bytes(model, fitting * row_tokens) > budget:
+        fitting = (fitting + 1) // 2
+    if fitting < rows:
+        console.print(
+            f"micro-batches of {fitting} rows instead of {rows} (gradient_checkpointing: auto): {rows} rows of up "
+            f"to {row_tokens:,} tokens need ~{activation_bytes(model, rows * row_tokens) / 2**30:.1f} GiB of "
+            f"activations, over {MEMORY_SHARE:.0%} of the {memory_bytes(device) / 2**30:.1f} GiB {device} memory"
+        )
+    return fitting
 
 
 def enable(model: Any, setting: str, tokens: int, device: str) -> bool:

@@ -39,6 +39,7 @@ from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console
 from cascade_cli.engines.local import checkpoint, lora, model_io, precision, rl_data, rl_eval, rl_rewards
 from cascade_cli.engines.local.generation import Generator
+from cascade_cli.engines.local.grad_checkpointing import fitting_micro_batch
 from cascade_cli.engines.local.logprobs import response_hidden, token_logprobs
 from cascade_cli.engines.local.losses import grpo_loss
 from cascade_cli.engines.local.model_io import (
@@ -83,6 +84,7 @@ class Run:
     reference: Any  # frozen initial policy (kl_coef > 0), else None
     optimizer: torch.optim.Optimizer
     sampler: PromptSampler
+    micro_batch: int = 32  # rows per forward/backward: train_micro_batch, or fewer under checkpointing auto
     generator: Generator | None = None
     bf16: bool = False  # training pass under bf16 autocast over fp32 weights (precision.py: `dtype: auto`)
     pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="reward"))
@@ -187,8 +189,8 @@ def policy_update(run: Run, groups: list[Group], temperature: float) -> dict[str
     run.optimizer.zero_grad(set_to_none=True)
     entropy_sum = kl_sum = 0.0
     if total_tokens:
-        for start in range(0, len(batch), config.train_micro_batch):
-            stats = micro_step(run, batch[start : start + config.train_micro_batch], normaliser, temperature)
+        for start in range(0, len(batch), run.micro_batch):
+            stats = micro_step(run, batch[start : start + run.micro_batch], normaliser, temperature)
             entropy_sum += stats["entropy_sum"]
             kl_sum += stats["kl_sum"]
     grad_norm = torch.nn.utils.clip_grad_norm_(run.policy.parameters(), config.max_grad_norm)
@@ -209,7 +211,9 @@ def sequence_logprobs(
     chunk, bonus = run.config.logprob_chunk_tokens, bool(run.config.entropy_coef)
     with model_io.autocast(run.device, run.bf16):
         hidden, tokens, present = response_hidden(model, prompts, responses, run.pad_id, run.device)
-        logprobs, entropy = token_logprobs(hidden, model.get_output_embeddings(), tokens, temperature, chunk, bonus)
+        logprobs, entropy = token_logprobs(
+            hidden, model.get_output_embeddings(), tokens, temperature, chunk, bonus, present=present
+        )
     return logprobs, entropy, present
 
 
@@ -308,17 +312,20 @@ def build_run(
     pad = tokenizer.pad_token_id
     policy = AutoModelForCausalLM.from_pretrained(init, dtype=precision.weight_dtype(config.dtype, device)).to(device)
     params = sum(p.numel() for p in policy.parameters())  # the base model's size (before any adapters)
-    longest = config.max_prompt_len + max(p.max_response_len for p in resolve_phases(config))
-    policy = prepare_for_training(policy, config, tokens=config.train_micro_batch * longest)  # LoRA, checkpointing
+    limit = config.max_prompt_len
+    rows, longest_prompt = rl_data.fit_prompts(rows, config.data, mode, tokenizer, limit)
+    eval_rows = rl_data.fit_prompts(eval_rows, config.eval_data, mode, tokenizer, limit)[0] if eval_rows else []
+    longest_response = max(p.max_response_len for p in resolve_phases(config))
+    # a group's rows share one forward of its prompt (logprobs.response_hidden): a row's share of the tokens
+    row_tokens = longest_response + -(-longest_prompt // config.group_size)
+    micro_batch = fitting_micro_batch(policy, config.gradient_checkpointing, config.train_micro_batch, row_tokens, device)
+    policy = prepare_for_training(policy, config, tokens=micro_batch * row_tokens)  # LoRA, checkpointing
     policy.train()
     reference = lora.frozen_reference(policy) if config.kl_coef > 0 else None
     optimizer = torch.optim.AdamW(
         [p for p in policy.parameters() if p.requires_grad],  # under LoRA: the adapters only
         lr=config.lr, betas=(config.beta1, config.beta2), weight_decay=config.weight_decay,
     )
-    limit = config.max_prompt_len
-    rows = rl_data.fit_prompts(rows, config.data, mode, tokenizer, limit)
-    eval_rows = rl_data.fit_prompts(eval_rows, config.eval_data, mode, tokenizer, limit) if eval_rows else []
     sampler = PromptSampler(
         len(rows), config.seed, config.epoch_filter, config.epoch_filter_hard_p, config.epoch_filter_easy_p
     )
@@ -326,7 +333,7 @@ def build_run(
         config=config, init=init, domain=domain, mode=mode, phases=resolve_phases(config), rows=rows,
         eval_rows=eval_rows, reward=reward, tokenizer=tokenizer, device=device,
         pad_id=pad if pad is not None else (tokenizer.eos_token_id or 0),
-        policy=policy, reference=reference, optimizer=optimizer, sampler=sampler,
+        policy=policy, reference=reference, optimizer=optimizer, sampler=sampler, micro_batch=micro_batch,
         bf16=precision.autocast_bf16(config.dtype, device, params, model_io.bf16_supported(device)),
     )
 

@@ -61,18 +61,22 @@ def render_row(row: dict[str, Any], mode: str, tokenizer: Any = None) -> str:
     return render_prompt(row_prompt(row), mode, tokenizer)
 
 
-def fit_prompts(rows: list[dict[str, Any]], path: str | None, mode: str, tokenizer: Any, limit: int) -> list[dict]:
-    """Drop rows whose rendered prompt exceeds `limit` tokens (max_prompt_len, with a warning); keep their order."""
+def fit_prompts(
+    rows: list[dict[str, Any]], path: str | None, mode: str, tokenizer: Any, limit: int
+) -> tuple[list[dict], int]:
+    """Drop rows whose rendered prompt exceeds `limit` tokens (max_prompt_len, with a warning); keep their order.
+    Returns the rows kept and the longest of their prompts in tokens."""
     def length(row: dict[str, Any], index: int) -> int:
         text = render_row(row, prompt_mode(mode, row, index), tokenizer)
         return len(tokenizer.encode(text, add_special_tokens=False))
 
-    kept = [row for index, row in enumerate(rows) if length(row, index) <= limit]
+    lengths = [length(row, index) for index, row in enumerate(rows)]
+    kept = [row for row, size in zip(rows, lengths, strict=True) if size <= limit]
     if len(kept) < len(rows):
         print_warning(f"{path}: {len(rows) - len(kept)} rows longer than max_prompt_len are skipped")
     if not kept:
         raise CascadeUsageError(f"{path}: every prompt is longer than max_prompt_len={limit}")
-    return kept
+    return kept, max(size for size in lengths if size <= limit)
 
 
 def phase_at(phases: list[PhaseConfig], step: int) -> tuple[int, PhaseConfig]:
