@@ -13,10 +13,12 @@ With `--model SPEC` (a real model, e.g. SmolLM2) only that model runs, the hf lo
 (`hf_loop_bf16`, measured to show that decoding gains nothing from it), vLLM's CPU engine computes on the
 same `--threads` (`VLLM_CPU_OMP_THREADS_BIND=nobind`), and the `auto` rule (engines/local/rollout_backend.py)
 is checked against the faster side with this run's token budget: auto must reach 0.95x of the best.
+`--batches B` generates the same batch B times on one engine, as B steps of a GRPO stage do (the engine
+start is paid once): one batch is an evaluation-sized job, several a stage.
 
     PYTHONPATH=src python benchmarks/eval_generation.py [--prompts 8] [--n 8] [--max-new-tokens 256] [--threads N]
     PYTHONPATH=src python benchmarks/eval_generation.py --model smollm2-135m --threads 2 \
-        --sides vllm,hf_loop,hf_loop_bf16
+        --sides vllm,hf_loop,hf_loop_bf16 [--batches 4]
 """
 
 from __future__ import annotations
@@ -92,7 +94,14 @@ def prompts(count: int) -> list[str]:
 
 
 def run_side(
-    side: str, model_dir: str, count: int, n: int, max_new_tokens: int, seed: int, threads: int
+    side: str,
+    model_dir: str,
+    count: int,
+    n: int,
+    max_new_tokens: int,
+    seed: int,
+    threads: int,
+    batches: int = 1,
 ) -> dict:
     import torch
 
@@ -107,9 +116,11 @@ def run_side(
         backend = "vllm" if side == "vllm" else "hf"
         generator = Generator(model_dir, backend=backend, seed=seed, bf16=side == "hf_loop_bf16")
         loaded = time.perf_counter()
-        groups = generator.generate(texts, n=n, max_new_tokens=max_new_tokens, temperature=1.0, top_p=1.0)
+        lengths = []
+        for _ in range(batches):
+            groups = generator.generate(texts, n=n, max_new_tokens=max_new_tokens, temperature=1.0, top_p=1.0)
+            lengths += [len(c.token_ids) for group in groups for c in group]
         done = time.perf_counter()
-        lengths = [len(c.token_ids) for group in groups for c in group]
         generator.close()
     else:
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -124,21 +135,23 @@ def run_side(
         stops = set(stops if isinstance(stops, list) else [stops]) | {
             tokenizer.convert_tokens_to_ids("<|im_end|>")
         }
-        with torch.inference_mode():
-            out = model.generate(
-                **batch,
-                do_sample=True,
-                temperature=1.0,
-                top_p=1.0,
-                top_k=0,
-                num_return_sequences=n,
-                max_new_tokens=max_new_tokens,
-                eos_token_id=sorted(stops),
-                pad_token_id=tokenizer.pad_token_id,
-            )
+        lengths = []
+        for _ in range(batches):
+            with torch.inference_mode():
+                out = model.generate(
+                    **batch,
+                    do_sample=True,
+                    temperature=1.0,
+                    top_p=1.0,
+                    top_k=0,
+                    num_return_sequences=n,
+                    max_new_tokens=max_new_tokens,
+                    eos_token_id=sorted(stops),
+                    pad_token_id=tokenizer.pad_token_id,
+                )
+            new = out[:, batch["input_ids"].shape[1] :].tolist()
+            lengths += [next((i + 1 for i, t in enumerate(row) if t in stops), len(row)) for row in new]
         done = time.perf_counter()
-        new = out[:, batch["input_ids"].shape[1] :].tolist()
-        lengths = [next((i + 1 for i, token in enumerate(row) if token in stops), len(row)) for row in new]
     tokens = sum(lengths)
     return {
         "side": side,
@@ -158,7 +171,7 @@ def child(side: str, model_dir: Path, args: argparse.Namespace) -> dict | None:
     command = [
         sys.executable, __file__, "--worker", side, "--model", str(model_dir), "--prompts", str(args.prompts),
         "--n", str(args.n), "--max-new-tokens", str(args.max_new_tokens), "--seed", str(args.seed),
-        "--threads", str(args.threads),
+        "--threads", str(args.threads), "--batches", str(args.batches),
     ]  # fmt: skip
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
     if side != "vllm" or args.model:
@@ -178,6 +191,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=256)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--batches", type=int, default=1, help="generate the batch B times on one engine")
     parser.add_argument("--models", default="tiny,qwen3-100m")
     parser.add_argument("--sides", default=",".join(SIDES))
     parser.add_argument("--timeout", type=int, default=900)
@@ -187,7 +201,14 @@ def main() -> None:
     args = parser.parse_args()
     if args.worker:
         result = run_side(
-            args.worker, args.model, args.prompts, args.n, args.max_new_tokens, args.seed, args.threads
+            args.worker,
+            args.model,
+            args.prompts,
+            args.n,
+            args.max_new_tokens,
+            args.seed,
+            args.threads,
+            args.batches,
         )
         print(json.dumps(result))
         return
@@ -197,7 +218,8 @@ def main() -> None:
 
     device = "cuda" if _cuda() else "cpu"
     print(
-        f"device {device}; {args.prompts} prompts x n={args.n}, temperature 1, up to {args.max_new_tokens} tokens"
+        f"device {device}; {args.batches} x {args.prompts} prompts x n={args.n}, temperature 1, "
+        f"up to {args.max_new_tokens} tokens"
     )
     with tempfile.TemporaryDirectory() as tmp:
         if args.model:
@@ -230,7 +252,8 @@ def main() -> None:
                 for key, what in (("gen_tok_s", "generating"), ("total_tok_s", "with load")):
                     ratio = results["vllm"][key] / results["hf_loop"][key]
                     print(f"  ratio vLLM / Generator hf loop ({what}): {ratio:.2f}x")
-                auto = resolve_backend("auto", model_dir, device)
+                planned = args.batches * args.prompts * args.n * args.max_new_tokens
+                auto = resolve_backend("auto", model_dir, device, planned_tokens=planned)
                 ratio = results["vllm"]["total_tok_s"] / results["hf_loop"]["total_tok_s"]
                 faster = "vllm" if ratio > 1 else "hf"
                 if 1 / TIE_MARGIN <= ratio <= TIE_MARGIN:
@@ -249,7 +272,7 @@ def check_auto(results: dict, model_dir: Path, params: int, device: str, args: a
     """What `auto` gives a GRPO trainer with this run's token budget, against the best side measured."""
     from cascade_cli.engines.local.generation import resolve_backend
 
-    planned = args.prompts * args.n * args.max_new_tokens
+    planned = args.batches * args.prompts * args.n * args.max_new_tokens
     backend = resolve_backend("auto", model_dir, device, planned_tokens=planned)
     side = "vllm" if backend == "vllm" else "hf_loop"  # a trainer's hf rollouts stay fp32 (precision.py)
     if side not in results:

@@ -17,6 +17,7 @@ from cascade_cli.engines.local.rl_rewards import RewardHook
 from cascade_cli.engines.local.rollout_backend import (
     AUTO_VLLM_MIN_PARAMS,
     CPU_RATES,
+    EXPECTED_FILL,
     BackendRates,
     pick_backend,
     resolve_backend,
@@ -47,9 +48,14 @@ def test_auto_picks_hf_for_small_models_and_without_vllm():
 
 
 def test_auto_on_cpu_picks_vllm_only_past_the_measured_break_even():
-    even = CPU_RATES.break_even_tokens()
+    """The planned tokens are an upper bound (every response at full length): the rule expects
+    EXPECTED_FILL of them, so 8 prompts x n=8 x 256 tokens (16k planned, ~8k expected: the measured hf
+    loop wins end to end) stays on hf, and a stage of several such steps goes to vLLM."""
+    even = CPU_RATES.break_even_tokens() / EXPECTED_FILL
     assert pick_backend(SMOL, "cpu", int(even) - 1, vllm_installed=True) == "hf"
     assert pick_backend(SMOL, "cpu", int(even) + 1, vllm_installed=True) == "vllm"
+    assert pick_backend(SMOL, "cpu", 8 * 8 * 256, vllm_installed=True) == "hf"
+    assert pick_backend(SMOL, "cpu", 4 * 8 * 8 * 256, vllm_installed=True) == "vllm"
     assert pick_backend(SMOL, "cpu", None, vllm_installed=True) == "hf"  # unknown budget: no engine start
     # a GPU pays the start back on any budget
     assert pick_backend(SMOL, "cuda:0", 1, vllm_installed=True) == "vllm"

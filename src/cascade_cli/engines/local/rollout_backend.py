@@ -5,9 +5,10 @@ The rule (`pick_backend`, a pure function; `resolve_backend` feeds it the facts)
 - vLLM not installed, or a model under AUTO_VLLM_MIN_PARAMS parameters -> `hf` (on CPU small models decode
   faster in the hf loop: 2M params, hf ~15k tok/s vs vLLM ~9k; the engine start is never paid back).
 - a GPU -> `vllm` (its batched kernels and paged KV cache beat the hf loop by far on 50M+ models).
-- a CPU -> `vllm` when the planned tokens reach the break-even `start_s / (1/hf_tok_s - 1/vllm_tok_s)` of
-  the rates measured on SmolLM2-135M (CPU_RATES; about 12k tokens), else `hf`;
-  unknown planned tokens -> `hf`. Bigger models lose more time per token in the hf loop while the engine
+- a CPU -> `vllm` when the tokens the stage is expected to generate reach the break-even
+  `start_s / (1/hf_tok_s - 1/vllm_tok_s)` of the rates measured on SmolLM2-135M (CPU_RATES; about 12k
+  tokens), else `hf`; unknown planned tokens -> `hf`. The caller plans every response at its full length;
+  responses stop earlier (EXPECTED_FILL), so the rule expects that share of the planned tokens. Bigger models lose more time per token in the hf loop while the engine
   start grows slower, so SmolLM2's break-even is a conservative bound for them.
 """
 
@@ -42,6 +43,9 @@ class BackendRates:
 # tokens: vLLM 660 tok/s generating after a 59 s engine start, hf loop 152 tok/s (fp32; bf16 autocast 142).
 # `benchmarks/eval_generation.py --model smollm2-135m` re-measures all three.
 CPU_RATES = BackendRates(start_s=59.0, hf_tok_s=152.0, vllm_tok_s=660.0)
+# Sampled responses stop before the length limit: SmolLM2, temperature 1, <= 256 tokens, 64 responses to
+# math prompts: a mean 124 tokens (benchmarks/eval_generation.py), i.e. 0.48 of the planned upper bound.
+EXPECTED_FILL = 0.5
 
 
 def pick_backend(
@@ -54,7 +58,7 @@ def pick_backend(
         return "vllm"
     if planned_tokens is None:
         return "hf"
-    return "vllm" if planned_tokens >= cpu.break_even_tokens() else "hf"
+    return "vllm" if planned_tokens * EXPECTED_FILL >= cpu.break_even_tokens() else "hf"
 
 
 def vllm_available() -> bool:
