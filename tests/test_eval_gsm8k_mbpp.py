@@ -27,6 +27,29 @@ def test_defaults_written_beside_each_benchmark():
     assert BENCHMARKS["aime24"].default_k == 64 and BENCHMARKS["ifeval"].default_temperature == 0.6  # the paper's
 
 
+def test_eval_samples_each_benchmark_with_its_own_defaults_unless_told(tmp_path: Path):
+    """Unset --temperature / --max-tokens mean each benchmark's own; the values used land in its summary."""
+    import dataclasses
+
+    from cascade_cli.config.eval import EvalSettings
+    from cascade_cli.evaluation.run import evaluate_checkpoint
+
+    tiny_math = BENCHMARKS["tiny_math"]
+    greedy_short = dataclasses.replace(tiny_math, name="greedy_short", default_temperature=0.0, default_max_tokens=3)
+    warm_long = dataclasses.replace(tiny_math, name="warm_long", default_temperature=0.9, default_max_tokens=7)
+    settings = EvalSettings(k=2, limit=3, backend="hf")
+    results = evaluate_checkpoint("tiny", [greedy_short, warm_long], settings, out_dir=tmp_path / "own")
+    own = results["benchmarks"]
+    assert (own["greedy_short"]["temperature"], own["greedy_short"]["max_tokens"]) == (0.0, 3)
+    assert (own["warm_long"]["temperature"], own["warm_long"]["max_tokens"]) == (0.9, 7)
+    samples = [json.loads(line) for line in (tmp_path / "own" / "samples.jsonl").read_text().splitlines()]
+    greedy = [s["response"] for s in samples if s["benchmark"] == "greedy_short"]
+    assert all(greedy[i] == greedy[i + 1] for i in range(0, len(greedy), 2))  # greedy: both samples agree
+    told = EvalSettings(k=2, limit=3, backend="hf", temperature=1.0, max_tokens=5)
+    overridden = evaluate_checkpoint("tiny", [greedy_short], told)["benchmarks"]["greedy_short"]
+    assert (overridden["temperature"], overridden["max_tokens"]) == (1.0, 5)
+
+
 def test_responses_score_on_both(cli, tmp_path: Path, shared_data: Path):
     rows = {name: resolve_benchmark(name).rows() for name in ("gsm8k", "mbpp")}
     responses = tmp_path / "responses.jsonl"

@@ -20,8 +20,10 @@ class EvalSettings:
     mode: str | None = None
     # Only the first N problems of each benchmark.
     limit: int | None = None
-    max_tokens: int = 1024  # max new tokens per sample
-    temperature: float = 0.6  # sampling temperature
+    # Max new tokens per sample (unset: the benchmark's own: 1024, 512 for gsm8k / mbpp).
+    max_tokens: int | None = None
+    # Sampling temperature (unset: the benchmark's own: the paper's 0.6, greedy 0 for gsm8k / mbpp).
+    temperature: float | None = None
     top_p: float = 0.95  # nucleus sampling (1.0: off)
     backend: str = "auto"  # auto | vllm | hf
     seed: int = 0  # sampling seed
@@ -34,10 +36,12 @@ class EvalSettings:
             raise CascadeUsageError(f"--mode must be think or no_think; found {self.mode!r}")
         if self.backend not in BACKENDS:
             raise CascadeUsageError(f"--backend must be one of {', '.join(BACKENDS)}; found {self.backend!r}")
-        if self.max_tokens < 1:
+        if self.max_tokens is not None and self.max_tokens < 1:
             raise CascadeUsageError(f"--max-tokens must be at least 1; found {self.max_tokens}")
         if self.limit is not None and self.limit < 1:
             raise CascadeUsageError(f"--limit must be at least 1; found {self.limit}")
+        if self.temperature is not None and self.temperature < 0:
+            raise CascadeUsageError(f"--temperature must be at least 0; found {self.temperature}")
         if self.workers < 1:
             raise CascadeUsageError(f"--workers must be at least 1; found {self.workers}")
 
