@@ -7,10 +7,11 @@ write the cache twice), so the shared-prompt KV trick of `logprobs.response_hidd
 `joint_hidden` runs every row as prompt + response in one pass instead (the same numbers, the prompt computed
 once per row rather than once per group).
 
-`auto` (GRPO first splits its step into smaller micro-batches, `fitting_micro_batch`) turns checkpointing on when one micro-batch's activations (estimated from the model's shape and the
+`auto` turns checkpointing on when one micro-batch's activations (estimated from the model's shape and the
 stage's longest micro-batch; the constant is fit to benchmarks/memory.py on SmolLM2) would need more than a
 quarter of the machine's memory (MemTotal on CPU, the device's memory on GPU): off where memory is plentiful
-(it costs ~1/3 more compute), on before a long-sequence step would run out of memory. Total, not free, memory:
+(it costs ~1/3 more compute), on before a long-sequence step would run out of memory. GRPO first splits its
+step into smaller micro-batches (`fitting_micro_batch`), which saves the memory without the recompute. Total, not free, memory:
 the choice must not flip between a run and its resume (the two paths round differently).
 """
 

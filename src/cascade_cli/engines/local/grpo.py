@@ -84,7 +84,7 @@ class Run:
     reference: Any  # frozen initial policy (kl_coef > 0), else None
     optimizer: torch.optim.Optimizer
     sampler: PromptSampler
-    micro_batch: int = 32  # rows per forward/backward: train_micro_batch, or fewer under checkpointing auto
+    micro_batch: int = 32  # rows per forward/backward: train_micro_batch, or fewer (gradient_checkpointing: auto)
     generator: Generator | None = None
     bf16: bool = False  # training pass under bf16 autocast over fp32 weights (precision.py: `dtype: auto`)
     pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="reward"))
