@@ -11,8 +11,8 @@ once per row rather than once per group).
 stage's longest micro-batch; the constant is fit to benchmarks/memory.py on SmolLM2) would need more than a
 quarter of the machine's memory (MemTotal on CPU, the device's memory on GPU): off where memory is plentiful
 (it costs ~1/3 more compute), on before a long-sequence step would run out of memory. GRPO first splits its
-step into smaller micro-batches (`fitting_micro_batch`), which saves the memory without the recompute. Total, not free, memory:
-the choice must not flip between a run and its resume (the two paths round differently).
+step into smaller micro-batches (`fitting_micro_batch`), which saves the memory without the recompute.
+Total, not free, memory: the choice must not flip between a run and its resume (the paths round differently).
 """
 
 from __future__ import annotations
