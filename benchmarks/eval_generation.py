@@ -252,8 +252,7 @@ def main() -> None:
                 for key, what in (("gen_tok_s", "generating"), ("total_tok_s", "with load")):
                     ratio = results["vllm"][key] / results["hf_loop"][key]
                     print(f"  ratio vLLM / Generator hf loop ({what}): {ratio:.2f}x")
-                planned = args.batches * args.prompts * args.n * args.max_new_tokens
-                auto = resolve_backend("auto", model_dir, device, planned_tokens=planned)
+                auto = resolve_backend("auto", model_dir, device, planned_tokens=planned_tokens(args))
                 ratio = results["vllm"]["total_tok_s"] / results["hf_loop"]["total_tok_s"]
                 faster = "vllm" if ratio > 1 else "hf"
                 if 1 / TIE_MARGIN <= ratio <= TIE_MARGIN:
@@ -268,11 +267,16 @@ def main() -> None:
         print(f"load average at the end {os.getloadavg()[0]:.1f}")
 
 
+def planned_tokens(args: argparse.Namespace) -> int:
+    """The upper bound a trainer plans with: every response of every batch at full length."""
+    return args.batches * args.prompts * args.n * args.max_new_tokens
+
+
 def check_auto(results: dict, model_dir: Path, params: int, device: str, args: argparse.Namespace) -> None:
     """What `auto` gives a GRPO trainer with this run's token budget, against the best side measured."""
     from cascade_cli.engines.local.generation import resolve_backend
 
-    planned = args.batches * args.prompts * args.n * args.max_new_tokens
+    planned = planned_tokens(args)
     backend = resolve_backend("auto", model_dir, device, planned_tokens=planned)
     side = "vllm" if backend == "vllm" else "hf_loop"  # a trainer's hf rollouts stay fp32 (precision.py)
     if side not in results:

@@ -181,7 +181,8 @@ class _HeadLogprobs(torch.autograd.Function):
             softmax[rows[: len(grad)], tokens[part]] += grad
             if ctx.temperature != 1.0:
                 softmax.div_(ctx.temperature)
-            grad_logits = buffers.low[: len(grad)].copy_(softmax)
+            same_dtype = softmax.dtype == weight_c.dtype  # fp32: no cast pass
+            grad_logits = softmax if same_dtype else buffers.low[: len(grad)].copy_(softmax)
             if need_hidden:
                 torch.mm(grad_logits, weight_c, out=grad_hidden[part])
             if need_weight:
@@ -192,18 +193,18 @@ class _HeadLogprobs(torch.autograd.Function):
 
 
 class _Buffers:
-    """The [chunk, V] scratch of one `_HeadLogprobs` pass: the matmul's output in the compute dtype and two
-    float32 tensors."""
+    """The [chunk, V] scratch of one `_HeadLogprobs` pass: two float32 tensors and, under a lower compute dtype,
+    the matmul's output in it."""
 
     def __init__(self, rows: int, vocab: int, dtype: torch.dtype, device: torch.device) -> None:
-        self.low = torch.empty((rows, vocab), dtype=dtype, device=device)
+        self.low = None if dtype == torch.float32 else torch.empty((rows, vocab), dtype=dtype, device=device)
         self.high = torch.empty((rows, vocab), dtype=torch.float32, device=device)
         self.other = torch.empty_like(self.high)
 
     def logits(self, hidden: torch.Tensor, weight: torch.Tensor, temperature: float) -> torch.Tensor:
         """float32 hidden @ weight.T / temperature, [len(hidden), V], in `self.high`."""
         rows = len(hidden)
-        if self.low.dtype == torch.float32:
+        if self.low is None:
             logits = torch.mm(hidden, weight.T, out=self.high[:rows])
         else:
             logits = self.high[:rows].copy_(torch.mm(hidden, weight.T, out=self.low[:rows]))
