@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The tiny cascade of recipes/tiny.yaml, chained by hand: the same checkpoints (and metrics) as
 #   cascade recipe run recipes/tiny.yaml
-# SFT -> reward model -> RLHF -> IF-RL -> math RL -> code RL on the embedded tiny model and synthetic tasks,
+# SFT -> reward model -> RLHF -> IF-RL -> math RL -> code RL -> SWE RL on the embedded tiny model and synthetic tasks,
 # evaluated after every policy stage, then the report. Every command reads a checkpoint path and writes one;
 # this script only passes paths along.
 #
@@ -9,22 +9,22 @@
 #         RUN_DIR=runs/short SFT_STEPS=20 RL_STEPS=4 bash examples/tiny_cascade.sh
 # Every setting below can be overridden from the environment; the comment names the matching recipe override.
 # SFT_ARGS / RM_ARGS / RL_ARGS add key=value overrides to those stages; EVAL=0 skips the evaluations and the
-# report; STOP_AFTER=sft (or rlhf, if_rl, math_rl) stops after that stage.
+# report; STOP_AFTER=sft (or rlhf, if_rl, math_rl, code_rl) stops after that stage.
 set -euo pipefail
 
 RUN_DIR=${RUN_DIR:-runs/tiny_by_hand}    # run_dir=
 SEED=${SEED:-0}                           # seed=
-N_SFT=${N_SFT:-38400}                     # stages.data_sft.n=
-SFT_MIX=${SFT_MIX:-"mix.math=0.55 mix.code=0.3 mix.if=0.075 mix.general=0.075"} # stages.data_sft.mix=
-N_PREF=${N_PREF:-1000}                    # stages.data_pref.n=
-PREF_HOLDOUT=${PREF_HOLDOUT:-200}         # stages.data_pref.holdout=
+N_SFT=${N_SFT:-16000}                     # stages.data_sft.n=
+SFT_MIX=${SFT_MIX:-"mix.math=0.5 mix.code=0.22 mix.swe=0.15 mix.if=0.065 mix.general=0.065"} # stages.data_sft.mix=
+N_PREF=${N_PREF:-600}                     # stages.data_pref.n=
+PREF_HOLDOUT=${PREF_HOLDOUT:-120}         # stages.data_pref.holdout=
 N_CHAT=${N_CHAT:-200}                     # stages.data_chat.n=
 CHAT_HOLDOUT=${CHAT_HOLDOUT:-32}          # stages.data_chat.holdout=
-N_RL=${N_RL:-400}                         # stages.data_{if,math,code}.n=
-HOLDOUT=${HOLDOUT:-128}                   # stages.data_{if,math,code}.holdout=
-SFT_STEPS=${SFT_STEPS:-2400}              # stages.sft.max_steps=
-SFT_BATCH=${SFT_BATCH:-16}                # stages.sft.batch_size=
-SFT_EVAL_LIMIT=${SFT_EVAL_LIMIT:-64}      # stages.sft.eval_limit=
+N_RL=${N_RL:-400}                         # stages.data_{if,math,code,swe}.n=
+HOLDOUT=${HOLDOUT:-128}                   # stages.data_{if,math,code,swe}.holdout=
+SFT_STEPS=${SFT_STEPS:-4000}              # stages.sft.max_steps=
+SFT_BATCH=${SFT_BATCH:-4}                 # stages.sft.batch_size=
+SFT_EVAL_LIMIT=${SFT_EVAL_LIMIT:-32}      # stages.sft.eval_limit=
 SFT_ARGS=${SFT_ARGS:-}                    # stages.sft.KEY=VALUE ...
 RM_ARGS=${RM_ARGS:-}                      # stages.rm.KEY=VALUE ...
 RLHF_STEPS=${RLHF_STEPS:-8}               # stages.rlhf.steps=
@@ -36,13 +36,16 @@ RESPONSE_LEN=${RESPONSE_LEN:-96}          # stages.code_rl.max_response_len=
 RLHF_RESPONSE_LEN=${RLHF_RESPONSE_LEN:-64} # stages.rlhf.max_response_len=
 # Math RL's response-length schedule (the paper's 24K -> 32K -> 40K, shrunk): stages.math_rl.phases=
 MATH_PHASES=${MATH_PHASES:-"[{steps: 10, max_response_len: 96, temperature: 1.0, overlong_filter: true}, {steps: 10, max_response_len: 128, temperature: 1.0, overlong_filter: false}]"}
-RL_ARGS=${RL_ARGS:-}                      # stages.{rlhf,if_rl,math_rl,code_rl}.KEY=VALUE ...
+SWE_RL_STEPS=${SWE_RL_STEPS:-12}          # stages.swe_rl.steps=
+SWE_PROMPTS=${SWE_PROMPTS:-4}             # stages.swe_rl.prompts_per_step=
+SWE_RESPONSE_LEN=${SWE_RESPONSE_LEN:-160} # stages.swe_rl.max_response_len=
+RL_ARGS=${RL_ARGS:-}                      # stages.{rlhf,if_rl,math_rl,code_rl,swe_rl}.KEY=VALUE ...
 EVAL=${EVAL:-1}                           # eval.after_each_stage=
 EVAL_K=${EVAL_K:-4}                       # eval.k=
-EVAL_LIMIT=${EVAL_LIMIT:-48}              # eval.limit=
-EVAL_MAX_TOKENS=${EVAL_MAX_TOKENS:-128}   # eval.max_tokens=
+EVAL_LIMIT=${EVAL_LIMIT:-32}              # eval.limit=
+EVAL_MAX_TOKENS=${EVAL_MAX_TOKENS:-160}   # eval.max_tokens=
 STOP_AFTER=${STOP_AFTER:-}
-BENCHMARKS=tiny_math,tiny_code,tiny_if
+BENCHMARKS=tiny_math,tiny_code,tiny_if,tiny_swe
 
 evaluate() {  # evaluate MODEL NAME: the recipe's `eval` block, after every stage that makes a policy
   [ "$EVAL" = 1 ] || return 0
@@ -69,7 +72,7 @@ cascade prepare-data --source tiny:pref --out "$RUN_DIR/data_pref" name=data_pre
   holdout="$PREF_HOLDOUT" drop_math_code=true
 cascade prepare-data --source tiny:general --out "$RUN_DIR/data_chat" name=data_chat seed="$SEED" \
   n="$N_CHAT" holdout="$CHAT_HOLDOUT"
-for domain in if math code; do
+for domain in if math code swe; do
   cascade prepare-data --source "tiny:$domain" --out "$RUN_DIR/data_$domain" name="data_$domain" seed="$SEED" \
     n="$N_RL" holdout="$HOLDOUT"
 done
@@ -86,7 +89,7 @@ stop_after sft
 #    not a policy: nothing evaluates it and the next stage starts from sft again), then GRPO on its scores.
 # shellcheck disable=SC2086
 cascade rlhf rm --init "$RUN_DIR/sft" --data "$RUN_DIR/data_pref" --out "$RUN_DIR/rm" name=rm seed="$SEED" \
-  lr=1.5e-3 epochs=2 bf16=false $RM_ARGS
+  lr=1.5e-3 epochs=1 bf16=false $RM_ARGS
 # shellcheck disable=SC2086
 cascade rlhf --init "$RUN_DIR/sft" --reward-model "$RUN_DIR/rm" --data "$RUN_DIR/data_chat" --out "$RUN_DIR/rlhf" \
   name=rlhf seed="$SEED" eval_data="$RUN_DIR/data_chat/heldout.jsonl" steps="$RLHF_STEPS" \
@@ -116,5 +119,14 @@ cascade rlvr --domain code --init "$RUN_DIR/math_rl" --data "$RUN_DIR/data_code"
   prompts_per_step="$PROMPTS" group_size=8 max_response_len="$RESPONSE_LEN" temperature=1.3 lr=2e-4 \
   dynamic_filter=true $RL_ARGS
 evaluate "$RUN_DIR/code_rl" code_rl
+stop_after code_rl
+
+# SWE RL: 16 patches per issue (the paper's group size), the execution-free patch-similarity reward.
+# shellcheck disable=SC2086
+cascade rlvr --domain swe --init "$RUN_DIR/code_rl" --data "$RUN_DIR/data_swe" --out "$RUN_DIR/swe_rl" \
+  name=swe_rl seed="$SEED" eval_data="$RUN_DIR/data_swe/heldout.jsonl" steps="$SWE_RL_STEPS" \
+  prompts_per_step="$SWE_PROMPTS" group_size=16 max_response_len="$SWE_RESPONSE_LEN" temperature=1.0 lr=1e-4 \
+  dynamic_filter=true $RL_ARGS
+evaluate "$RUN_DIR/swe_rl" swe_rl
 
 finish

@@ -27,24 +27,24 @@ SHORT_ENV = {
     "SFT_STEPS": "4", "SFT_BATCH": "4", "SFT_EVAL_LIMIT": "4",
     "SFT_ARGS": "max_seq_len=256 threads=1 eval_max_new_tokens=24", "RM_ARGS": "max_steps=2",
     "RLHF_STEPS": "1", "IF_RL_STEPS": "1", "RL_STEPS": "1", "PROMPTS": "2", "IF_RESPONSE_LEN": "16",
-    "RESPONSE_LEN": "16", "RLHF_RESPONSE_LEN": "16",
+    "RESPONSE_LEN": "16", "RLHF_RESPONSE_LEN": "16", "SWE_RL_STEPS": "1", "SWE_PROMPTS": "2", "SWE_RESPONSE_LEN": "16",
     "MATH_PHASES": "[{steps: 1, max_response_len: 16, temperature: 1.0, overlong_filter: true}]",
     "RL_ARGS": "eval_limit=4 eval_max_new_tokens=16",
     "EVAL_K": "1", "EVAL_LIMIT": "2", "EVAL_MAX_TOKENS": "16",
 }
-RL_STAGES = ["rlhf", "if_rl", "math_rl", "code_rl"]
+RL_STAGES = ["rlhf", "if_rl", "math_rl", "code_rl", "swe_rl"]
 SHORT_OVERRIDES = [
     "stages.data_sft.n=48", "stages.data_pref.n=16", "stages.data_pref.holdout=4", "stages.data_chat.n=16", "stages.data_chat.holdout=4",
-    *(f"stages.data_{d}.{key}" for d in ("if", "math", "code") for key in ("n=16", "holdout=4")),
+    *(f"stages.data_{d}.{key}" for d in ("if", "math", "code", "swe") for key in ("n=16", "holdout=4")),
     "stages.sft.max_steps=4", "stages.sft.batch_size=4", "stages.sft.eval_limit=4", "stages.sft.max_seq_len=256",
     "stages.sft.threads=1", "stages.sft.eval_max_new_tokens=24", "stages.rm.max_steps=2",
     *(f"stages.{stage}.{key}" for stage in RL_STAGES
       for key in ("steps=1", "prompts_per_step=2", "eval_limit=4", "eval_max_new_tokens=16")),
-    *(f"stages.{stage}.max_response_len=16" for stage in ("rlhf", "if_rl", "code_rl")),
+    *(f"stages.{stage}.max_response_len=16" for stage in ("rlhf", "if_rl", "code_rl", "swe_rl")),
     "stages.math_rl.phases=[{steps: 1, max_response_len: 16, temperature: 1.0, overlong_filter: true}]",
     "eval.k=1", "eval.limit=2", "eval.max_tokens=16",
 ]
-DATA_STAGES = ["data_sft", "data_pref", "data_chat", "data_if", "data_math", "data_code"]
+DATA_STAGES = ["data_sft", "data_pref", "data_chat", "data_if", "data_math", "data_code", "data_swe"]
 
 
 def cli_env(**extra: str) -> dict[str, str]:

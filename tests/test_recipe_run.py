@@ -57,6 +57,7 @@ def test_recipe_run_skip_only_and_plan_equivalence(tmp_path, cli):
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     assert run["stage_order"] == ["data", "math", "sft"]
     assert all(run["stages"][name]["status"] == "completed" for name in run["stage_order"])
+    assert "time per stage" in result.output and run["stages"]["sft"]["seconds"] > 0
     manifest = read_manifest(tmp_path / "run" / "sft")
     assert manifest["status"] == "completed" and manifest["init"] == "tiny"
     assert (tmp_path / "run" / "sft" / "config.json").is_file()
@@ -145,3 +146,23 @@ def test_stage_command_restart_flag_reaches_the_trainer(cli, tmp_path):
     assert read_manifest(tmp_path / "sft")["config"]["restart"] is True
     bad = cli([*args, "restart=maybe"])
     assert bad.exit_code == 2 and "restart" in bad.output
+
+
+def test_timing_table_sums_train_and_eval_seconds():
+    from rich.console import Console
+
+    from cascade_cli.recipe.runner import timing_table
+
+    manifest = {
+        "base": {"eval_seconds": 4.0},
+        "stages": {"data": {"seconds": 1.0}, "sft": {"seconds": 30.0, "eval_seconds": 6.0}, "rm": {"seconds": 9.0}},
+    }
+    console = Console(width=80, record=True)
+    console.print(timing_table(manifest, ["data", "sft", "rm", "never_ran"]))
+    cells = {}
+    for line in console.export_text().splitlines():
+        parts = [part.strip() for part in line.split("│")[1:-1]]
+        if parts:
+            cells[parts[0]] = parts[1:]
+    assert cells["base"] == ["", "4"] and cells["sft"] == ["30", "6"] and cells["rm"] == ["9", ""]
+    assert cells["total"] == ["40", "10"] and "never_ran" not in cells

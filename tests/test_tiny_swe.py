@@ -20,7 +20,7 @@ from cascade_cli.verifiers import get_verifier
 from cascade_cli.verifiers.swe import apply_patch
 
 VERIFIER = get_verifier("swe")
-MIN_SWE_RL_GAIN = 0.05  # the gain the slow test asks for (not reached yet: see its xfail)
+MIN_SWE_RL_GAIN = 0.05  # the held-out reward gain the slow test asks for
 
 
 def _run_ok(cli, *argv: str) -> None:
@@ -83,11 +83,11 @@ def test_heldout_problems_repair_towards_heldout_code_constants():
             assert fixed_bodies[fixed] in wanted, (split, fixed)
 
 
-def test_answers_fit_the_recipes_128_token_responses():
+def test_answers_fit_the_recipes_160_token_responses():
     tokenizer = tiny.build_tokenizer()
     rows = tiny_tasks.generate("swe", 400, seed=5) + tiny_tasks.generate("swe", 128, seed=5, split="heldout")
     lengths = [len(ids) for ids in tokenizer([r["reference"] for r in rows], add_special_tokens=False)["input_ids"]]
-    assert max(lengths) < 128
+    assert max(lengths) < 160  # recipes/tiny.yaml: swe_rl.max_response_len and eval.max_tokens
 
 
 def test_tiny_swe_benchmark_scores_its_references():
@@ -102,32 +102,22 @@ def test_tiny_swe_benchmark_scores_its_references():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="measured 2026-12-01: held-out reward -0.829 -> -1.000 / -0.984 / -0.922 (RL seeds 0/1/2): the base "
-    "copies the buggy line too unreliably for any patch to apply, so SWE RL has nothing to reinforce",
-)
+@pytest.mark.timeout(1800)
 def test_swe_rl_raises_heldout_reward_of_a_short_sft_model(cli, tmp_path, monkeypatch):
-    """The SWE RL stage of recipes/tiny.yaml (16 rollouts per prompt, 12 steps) from a 700-step swe+code SFT
-    base: held-out greedy mean reward (Eq. 2) rises. About 10 minutes on one quiet core."""
+    """SWE RL as recipes/tiny.yaml runs it (12 steps, 16 rollouts per prompt, 160-token patches) from a short
+    swe/code/math SFT base (batch 4, as the recipe's SFT): held-out greedy mean reward (Eq. 2) rises.
+    About 8 minutes on one core."""
     monkeypatch.setenv("CASCADE_THREADS", "1")
     run = functools.partial(_run_ok, cli)
-    run("prepare-data", "--source", "tiny:sft", "--out", str(tmp_path / "sft_data"), "n=4800",
-        "mix.swe=0.5", "mix.code=0.5")  # fmt: skip
+    run("prepare-data", "--source", "tiny:sft", "--out", str(tmp_path / "sft_data"), "n=12000",
+        "mix.swe=0.4", "mix.code=0.3", "mix.math=0.3")  # fmt: skip
     run("prepare-data", "--source", "tiny:swe", "--out", str(tmp_path / "swe"), "n=400", "holdout=64")
-    run("sft", "--init", "tiny", "--data", str(tmp_path / "sft_data"), "--out", str(tmp_path / "sft0"),
-        "lr=3e-3", "min_lr=3e-4", "max_steps=300", "batch_size=16", "bf16=false", "threads=1")  # fmt: skip
-    # 300 steps copy the buggy line too unreliably (every held-out patch failed to apply: reward -1 before and
-    # after RL); 400 more, swe-heavy, make a base that RL can improve.
-    run("prepare-data", "--source", "tiny:sft", "--out", str(tmp_path / "sft_data2"), "n=6400", "seed=1",
-        "mix.swe=0.7", "mix.code=0.3")  # fmt: skip
-    run("sft", "--init", str(tmp_path / "sft0"), "--data", str(tmp_path / "sft_data2"), "--out", str(tmp_path / "sft"),
-        "lr=2e-3", "min_lr=2e-4", "warmup_ratio=0.02", "max_steps=400", "batch_size=16", "bf16=false",
-        "threads=1")  # fmt: skip
+    run("sft", "--init", "tiny", "--data", str(tmp_path / "sft_data"), "--out", str(tmp_path / "sft"),
+        "lr=3e-3", "min_lr=3e-4", "max_steps=3000", "batch_size=4", "bf16=false", "threads=1")  # fmt: skip
     run("rlvr", "--domain", "swe", "--init", str(tmp_path / "sft"), "--data", str(tmp_path / "swe"),
         "--out", str(tmp_path / "rl"), "--eval-data", str(tmp_path / "swe" / "heldout.jsonl"),
-        "steps=12", "prompts_per_step=4", "group_size=16", "max_response_len=128", "temperature=1.0",
-        "lr=2e-4", "seed=0")  # fmt: skip
+        "steps=12", "prompts_per_step=4", "group_size=16", "max_response_len=160", "temperature=1.0",
+        "lr=1e-4", "dynamic_filter=true", "seed=0")  # fmt: skip
     metrics = json.loads((tmp_path / "rl" / "cascade_stage.json").read_text())["metrics"]
     before, after = metrics["heldout_reward_before"], metrics["heldout_reward_after"]
     assert metrics["heldout_n"] == 64

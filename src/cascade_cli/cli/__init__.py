@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Annotated
 
 import typer
@@ -12,10 +11,11 @@ from cascade_cli import __version__
 from cascade_cli.cli import data, evaluate, push, recipe, stages, tts, verify
 from cascade_cli.cli.base import make_typer
 from cascade_cli.cli.verify import _verify_options  # noqa: F401  (tests import it from here)
+from cascade_cli.cpu_load import choose_wait_policy
 
-# Idle OpenMP threads sleep instead of spinning: on a shared or oversubscribed CPU, spinning threads make
-# small-model training up to 10x slower. Must be set before torch loads, hence here at import time.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# Idle OpenMP threads spin on an idle machine and sleep on a busy one (cpu_load.py). Must be chosen before
+# torch loads, hence here at import time.
+choose_wait_policy()
 
 app = make_typer(
     "cascade",

@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rich.table import Table
+
 from cascade_cli.checkpoint import MANIFEST_NAME, config_fingerprint, fingerprint_path
 from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console
@@ -131,8 +133,9 @@ def _evaluate(recipe: Recipe, name: str, model: str, record: dict[str, Any], run
         console.print(f"[dim]skip[/] eval of [bold]{name}[/]: done, same eval config")
         return
     console.rule(f"eval {name}")
+    started = time.time()
     evaluate_stage(run_dir, name, model, recipe.eval)
-    record.update(eval="completed", eval_fingerprint=fingerprint)
+    record.update(eval="completed", eval_fingerprint=fingerprint, eval_seconds=round(time.time() - started, 2))
 
 
 def run_recipe(
@@ -201,4 +204,24 @@ def run_recipe(
         manifest["report"] = {key: report[key] for key in ("markdown", "plot", "regressions")}
         _write_run_manifest(run_dir, manifest)
         console.print(f"[green]report[/]: {report['markdown']}  plot: {report['plot']}")
+    console.print(timing_table(manifest, [stage.name for stage in selected]))
     return manifest
+
+
+def timing_table(manifest: dict[str, Any], names: list[str]) -> Table:
+    """Where this run's time went: each stage's seconds and its evaluation's, from run.json (this run's only;
+    a skipped stage shows the seconds it took when it ran)."""
+    table = Table(title="time per stage (s)", title_justify="left")
+    for column in ("stage", "train", "eval"):
+        table.add_column(column, justify="left" if column == "stage" else "right")
+    records = {"base": manifest.get("base", {}), **manifest.get("stages", {})}
+    totals = [0.0, 0.0]
+    for name in ["base", *names]:
+        record = records.get(name, {})
+        seconds = [record.get("seconds"), record.get("eval_seconds")]
+        if seconds == [None, None]:
+            continue
+        totals = [total + (value or 0.0) for total, value in zip(totals, seconds, strict=True)]
+        table.add_row(name, *("" if value is None else f"{value:,.0f}" for value in seconds))
+    table.add_row("total", *(f"{total:,.0f}" for total in totals), style="bold")
+    return table

@@ -5,7 +5,7 @@ a wrong constant (off by one) or a wrong name (an argument swapped or misspelt).
 function should return, in the words tiny:code's prompts use, so SFT on code teaches the fix and SFT on swe
 teaches the patch format. The label is the SWE verifier's: `golden_patch`, `original_files` and the
 `problem_statement`. The patch is `git diff -U0` style (no context lines), which keeps a thinking answer
-within the tiny model's 128-token responses.
+within the tiny recipe's 160-token SWE responses.
 
 A problem's pool is its fixed function's tiny:code pool (template and constant), so a held-out SWE problem
 repairs a known operation towards a constant that neither SFT nor RL showed for that operation.
@@ -60,6 +60,13 @@ def _answer(path: str, before: str, after: str) -> str:
     return f"```diff\n{patch_text(path, before, after)}```"
 
 
+def _thinking(name: str, buggy: str, fix: str) -> str:
+    """The buggy line copied next to the prompt, then the fix in tiny:code's own thinking words, so the patch
+    copies both lines from the thinking as a code answer copies its body (the random-init model learns
+    such short-range copies from SFT long before it copies from the file through the diff header)."""
+    return f"bug: {buggy}\n{name} returns {fix}."
+
+
 def swe_task(rng: random.Random) -> Task:
     template = rng.choice(_CODE_TEMPLATES)
     k, name = rng.randint(*template.k_range), rng.choice(_SWE_FUNCTION_NAMES)  # (the draws in this order)
@@ -87,8 +94,8 @@ def swe_task(rng: random.Random) -> Task:
             "problem_statement": issue,
         },
         answer=_answer(path, buggy, body),
-        thinking=f"fix: {body}",  # short on purpose: a thinking answer stays within ~125 tokens
+        thinking=_thinking(name, buggy, body),
         wrong_answer=_answer(path, buggy, wrong) if wrong else None,
-        wrong_thinking=f"fix: {wrong}" if wrong else None,
+        wrong_thinking=_thinking(name, buggy, wrong) if wrong else None,
         extra={"bug": kind},
     )

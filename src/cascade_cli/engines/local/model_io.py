@@ -10,6 +10,7 @@ from typing import Any
 
 from cascade_cli.chat import adopt_template
 from cascade_cli.config.common import TrainerConfig
+from cascade_cli.cpu_load import busy_cores
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.tiny import resolve_model
 
@@ -17,7 +18,7 @@ _DTYPES = ("float32", "bfloat16", "float16", "auto")
 
 
 def idle_cores() -> int:
-    """Cores this process may use minus the load already on the machine (at least 1).
+    """Cores this process may use minus those busy right now (at least 1).
 
     Small-model training is all short parallel regions; an OpenMP team larger than the idle cores spends
     its time waiting for descheduled threads (10x slower on a busy two-core machine than one thread)."""
@@ -25,11 +26,8 @@ def idle_cores() -> int:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         cores = os.cpu_count() or 1
-    try:
-        load = os.getloadavg()[0]
-    except OSError:  # pragma: no cover - no load average
-        load = 0.0
-    return max(1, min(cores, int(cores - load + 0.5)))
+    # Measured now, not the 1-minute load average: that one counts this process's own previous stage.
+    return max(1, min(cores, int(cores - busy_cores() + 0.5)))
 
 
 def configure_threads(threads: int | None = None) -> int:

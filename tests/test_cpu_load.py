@@ -1,0 +1,45 @@
+"""cpu_load: the busy cores measured from /proc/stat, the OpenMP wait policy and the stage thread count that
+follow from them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from cascade_cli import cpu_load
+from cascade_cli.engines.local import model_io
+
+
+def _spin(seconds: float) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", f"import time\nend = time.time() + {seconds}\nwhile time.time() < end: pass"])
+
+
+def test_busy_cores_sees_a_spinning_process():
+    spinner = _spin(3.0)
+    try:
+        time.sleep(0.3)
+        busy = cpu_load.busy_cores(sample_s=0.5)
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert 0.7 <= busy <= (os.cpu_count() or 1) + 0.01
+
+
+def test_wait_policy_is_passive_only_on_a_busy_machine(monkeypatch):
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.setattr(cpu_load, "busy_cores", lambda: 0.1)
+    assert cpu_load.choose_wait_policy() == "default" and "OMP_WAIT_POLICY" not in os.environ
+    monkeypatch.setattr(cpu_load, "busy_cores", lambda: 1.2)
+    assert cpu_load.choose_wait_policy() == "PASSIVE" and os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")  # the user's choice wins
+    assert cpu_load.choose_wait_policy() == "ACTIVE"
+
+
+def test_idle_cores_leave_out_the_busy_ones(monkeypatch):
+    cores = len(os.sched_getaffinity(0))
+    monkeypatch.setattr(model_io, "busy_cores", lambda: 0.0)
+    assert model_io.idle_cores() == cores
+    monkeypatch.setattr(model_io, "busy_cores", lambda: cores + 3.0)
+    assert model_io.idle_cores() == 1
