@@ -28,7 +28,7 @@ SFT_EVAL_LIMIT=${SFT_EVAL_LIMIT:-32}      # stages.sft.eval_limit=
 SFT_ARGS=${SFT_ARGS:-}                    # stages.sft.KEY=VALUE ...
 RM_ARGS=${RM_ARGS:-}                      # stages.rm.KEY=VALUE ...
 RLHF_STEPS=${RLHF_STEPS:-8}               # stages.rlhf.steps=
-IF_RL_STEPS=${IF_RL_STEPS:-20}            # stages.if_rl.steps=
+IF_RL_STEPS=${IF_RL_STEPS:-30}            # stages.if_rl.steps=
 RL_STEPS=${RL_STEPS:-20}                  # stages.{math_rl,code_rl}.steps=
 PROMPTS=${PROMPTS:-8}                     # stages.*.prompts_per_step=
 IF_RESPONSE_LEN=${IF_RESPONSE_LEN:-128}   # stages.if_rl.max_response_len=
@@ -101,7 +101,7 @@ stop_after rlhf
 # shellcheck disable=SC2086
 cascade rlvr --domain if --init "$RUN_DIR/rlhf" --data "$RUN_DIR/data_if" --out "$RUN_DIR/if_rl" \
   name=if_rl seed="$SEED" eval_data="$RUN_DIR/data_if/heldout.jsonl" steps="$IF_RL_STEPS" \
-  prompts_per_step="$PROMPTS" group_size=8 max_response_len="$IF_RESPONSE_LEN" lr=5e-4 dynamic_filter=true $RL_ARGS
+  prompts_per_step="$PROMPTS" group_size=8 max_response_len="$IF_RESPONSE_LEN" lr=8e-4 dynamic_filter=true $RL_ARGS
 evaluate "$RUN_DIR/if_rl" if_rl
 stop_after if_rl
 

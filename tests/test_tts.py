@@ -210,6 +210,14 @@ def test_tts_code_cli_on_tiny(cli, tmp_path):
     assert "tts code" in result.output and "score" in result.output
 
 
+def test_tts_code_takes_the_embedded_real_model_spec(cli, tmp_path, smollm2_dir):
+    problems = tiny_code_rows(tmp_path / "code.jsonl", n=1)
+    result = cli(["tts", "code", "--model", "smollm2-135m", "--problems", problems, "-R", "1", "-G", "1",
+                  "--max-tokens", "8", "--backend", "hf", "--out", tmp_path / "out"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "out" / "tts.json").read_text())["generations"] == 1
+
+
 def test_tts_code_cli_errors_name_the_row(cli, tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"id": "x", "prompt": "p"}) + "\n")

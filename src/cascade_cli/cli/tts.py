@@ -14,7 +14,7 @@ from cascade_cli.console import console, stdout
 from cascade_cli.errors import CascadeUsageError
 
 ProblemsArg = Annotated[Path, typer.Option("--problems", help="Problem rows (JSONL/parquet or a prepare-data folder).")]
-ModelOpt = Annotated[str | None, typer.Option("--model", help="Checkpoint directory, or `tiny` / `tiny:SEED`.")]
+ModelOpt = Annotated[str | None, typer.Option("--model", help="Checkpoint directory, or `tiny` / `tiny:SEED` / `smollm2-135m` / `gguf:PATH`.")]
 OutOpt = Annotated[Path | None, typer.Option("--out", help="Where tts.json goes (default runs/tts/<kind>-<file>).")]
 LimitOpt = Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N problems.")]
 MaxTokensOpt = Annotated[int, typer.Option("--max-tokens", min=1, help="Max new tokens per generation.")]
