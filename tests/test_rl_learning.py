@@ -39,7 +39,8 @@ def heldout_metrics(stage_dir: Path) -> tuple[dict, float, float]:
     return metrics, metrics["heldout_accuracy_before"], metrics["heldout_accuracy_after"]
 
 
-def test_if_rl_raises_heldout_accuracy_of_the_sft_model(cli, tmp_path: Path):
+def test_if_rl_raises_heldout_accuracy_of_the_sft_model(cli, tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("CASCADE_THREADS", "1")  # every stage on one thread: the measured numbers below
     run = functools.partial(run_ok, cli)
     run("prepare-data", "--source", "tiny:sft", "--out", str(tmp_path / "sft_data"), "n=3000", *IF_SFT_MIX)
     run("prepare-data", "--source", "tiny:if", "--out", str(tmp_path / "if"), "n=400", "holdout=64")
@@ -50,14 +51,14 @@ def test_if_rl_raises_heldout_accuracy_of_the_sft_model(cli, tmp_path: Path):
     run(
         "rlvr", "--domain", "if", "--init", str(tmp_path / "sft"), "--data", str(tmp_path / "if"),
         "--out", str(tmp_path / "if_rl"), "--eval-data", str(tmp_path / "if" / "heldout.jsonl"),
-        "steps=15", "prompts_per_step=8", "group_size=8", "max_response_len=128", "lr=5e-4",
+        "steps=15", "prompts_per_step=8", "group_size=8", "max_response_len=128", "lr=8e-4",
         "dynamic_filter=true", "seed=0",
     )  # fmt: skip
 
     metrics, before, after = heldout_metrics(tmp_path / "if_rl")
     assert metrics["heldout_n"] == 64
     assert before > 0.05, "the SFT model should already follow some instructions (RL needs some successes)"
-    # Measured at this seed: 0.219 -> 0.266 (3 more prompts of 64 followed exactly).
+    # Measured at this seed, one thread: 0.188 -> 0.219 at lr 8e-4 (as recipes/tiny.yaml); 0.188 -> 0.203 at 5e-4.
     assert after - before >= 2 / 64, f"IF-RL did not raise held-out accuracy: {before:.3f} -> {after:.3f}"
 
 

@@ -31,7 +31,7 @@ class SFTConfig(TrainerConfig):
     bf16: bool = True  # bf16 autocast where the hardware has native bf16; fp32 master weights always
     # Shuffle the rows every epoch (seeded).
     shuffle: bool = True
-    threads: int = 0  # CPU threads for torch; 0 = the idle cores (cores minus the load average)
+    threads: int = 0  # CPU threads for torch; 0 = the idle cores (cores minus those busy now)
     save_every: int = 0  # write trainer_state/ every N optimizer steps (0: only at the end)
     resume: bool = True  # continue from OUT/trainer_state when present
     stop_after: int | None = None  # stop (state saved) after this step, as if killed; for resume tests
