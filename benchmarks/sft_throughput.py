@@ -9,7 +9,11 @@ also counts loading, tokenizing and saving. Also prints the training passes' sha
 ceiling (6 x params x tokens).
 
     PYTHONPATH=src python benchmarks/sft_throughput.py [--model smollm2-135m] [--rows 600] [--batch-size 16]
-        [--bf16] [--sides trainer,trl-packed,cascade,cascade-packed]
+        [--bf16] [--sides trainer,trl-packed,cascade,cascade-packed,cascade-compiled]
+
+`cascade-compiled` is `compile=true` (TorchInductor); its train tokens/s include the first step's compile,
+the median step time does not (recipes/tiny.yaml's SFT: `--rows 1600 --batch-size 4 --sides
+cascade,cascade-compiled`).
 
 Needs `accelerate` (transformers' Trainer requires it) and `trl`.
 """
@@ -18,11 +22,13 @@ from __future__ import annotations
 
 import os
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads; `cascade` sets the same
+# Before torch loads. The sides run at once, so the machine is busy: the policy cascade picks then (cpu_load.py).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse
 import json
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,6 +40,7 @@ SIDES = {
     "trl-packed": "TRL SFTTrainer packing=True",
     "cascade": "cascade sft",
     "cascade-packed": "cascade sft packing=true",
+    "cascade-compiled": "cascade sft compile=true",
 }
 
 
@@ -79,7 +86,7 @@ def make_rows(count: int, seed: int) -> list[dict]:
     return rows
 
 
-def run_cascade(model_dir: Path, data: Path, out: Path, args, packing: bool) -> dict:
+def run_cascade(model_dir: Path, data: Path, out: Path, args, packing: bool, compile_: bool) -> dict:
     from typer.testing import CliRunner
 
     from cascade_cli.checkpoint import read_manifest
@@ -94,6 +101,7 @@ def run_cascade(model_dir: Path, data: Path, out: Path, args, packing: bool) -> 
         f"packing={packing}",
         "epochs=1",
         f"threads={args.threads}",
+        f"compile={compile_}",
     ]
     started = time.perf_counter()
     result = CliRunner().invoke(
@@ -111,6 +119,7 @@ def run_cascade(model_dir: Path, data: Path, out: Path, args, packing: bool) -> 
         "wall_s": wall,
         "mean_loss": sum(row["loss"] for row in logged) / len(logged),
         "steps": metrics["train/steps"],
+        "median_step_ms": 1000 * statistics.median(row["tokens"] / row["tokens_per_s"] for row in logged),
     }
 
 
@@ -239,7 +248,8 @@ def run_side(side: str, model_dir: Path, data: Path, out: Path, args) -> dict:
         return run_trainer(model_dir, data, out, args)
     if side == "trl-packed":
         return run_trl(model_dir, data, out, args)
-    return run_cascade(model_dir, data, out, args, packing=side == "cascade-packed")
+    packing, compile_ = side == "cascade-packed", side == "cascade-compiled"
+    return run_cascade(model_dir, data, out, args, packing=packing, compile_=compile_)
 
 
 def main() -> None:
@@ -293,12 +303,14 @@ def main() -> None:
             sys.exit(f"{side} failed:\n{stderr[-3000:]}")
         results[SIDES[side]] = json.loads(lines[-1][len("RESULT ") :])
     print(
-        f"{'':30s} {'steps':>6s} {'tokens':>8s} {'train tok/s':>12s} {'end-to-end s':>13s} {'mean loss':>9s}"
+        f"{'':30s} {'steps':>6s} {'tokens':>8s} {'train tok/s':>12s} {'end-to-end s':>13s} {'mean loss':>9s} "
+        f"{'median step ms':>14s}"
     )
     for name, r in results.items():
+        median = f"{r['median_step_ms']:14.1f}" if "median_step_ms" in r else f"{'-':>14s}"
         print(
             f"{name:30s} {r['steps']:6d} {r['tokens']:8d} {r['tokens'] / r['train_s']:12,.0f} "
-            f"{r['wall_s']:13.1f} {r['mean_loss']:9.3f}"
+            f"{r['wall_s']:13.1f} {r['mean_loss']:9.3f} {median}"
         )
     report_ratios(results, model_dir, args)
 
@@ -323,6 +335,13 @@ def report_ratios(results: dict[str, dict], model_dir: Path, args) -> None:
                 f"ratio {name} / {base_name}: train tokens/s x{tok_s(r) / tok_s(base):.2f}, "
                 f"end-to-end x{base['wall_s'] / r['wall_s']:.2f}"
             )
+    eager, fused = results.get(SIDES["cascade"]), results.get(SIDES["cascade-compiled"])
+    if eager and fused:
+        print(
+            f"ratio {SIDES['cascade-compiled']} / {SIDES['cascade']}: median step x"
+            f"{eager['median_step_ms'] / fused['median_step_ms']:.2f} faster, train tokens/s (with the compile) "
+            f"x{tok_s(fused) / tok_s(eager):.2f}, end-to-end x{eager['wall_s'] / fused['wall_s']:.2f}"
+        )
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(model_dir))
     params = sum(p.numel() for p in model.parameters())

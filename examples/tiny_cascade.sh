@@ -80,7 +80,7 @@ done
 # 2. SFT from `tiny` (assistant-only loss); the held-out math prompts measure it before and after.
 # shellcheck disable=SC2086  # the *_ARGS variables are lists of key=value words
 cascade sft --init tiny --data "$RUN_DIR/data_sft" --out "$RUN_DIR/sft" name=sft seed="$SEED" \
-  max_steps="$SFT_STEPS" batch_size="$SFT_BATCH" lr=3e-3 min_lr=3e-4 bf16=false \
+  max_steps="$SFT_STEPS" batch_size="$SFT_BATCH" lr=3e-3 min_lr=3e-4 bf16=false compile=true \
   eval_prompts="$RUN_DIR/data_math/heldout.jsonl" eval_limit="$SFT_EVAL_LIMIT" $SFT_ARGS
 evaluate "$RUN_DIR/sft" sft
 stop_after sft

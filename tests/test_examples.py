@@ -108,7 +108,7 @@ def test_tiny_cascade_by_hand_equals_recipe_run(tmp_path, cli, whole):
     for stage in evaluated:
         ran_eval = json.loads((tmp_path / "recipe" / "eval" / stage / "results.json").read_text())["benchmarks"]
         hand_eval = json.loads((tmp_path / "hand" / "eval" / stage / "results.json").read_text())["benchmarks"]
-        assert set(hand_eval) == {"tiny_math", "tiny_code", "tiny_if"}
+        assert set(hand_eval) == {"tiny_math", "tiny_code", "tiny_if", "tiny_swe"}
         assert {name: b["metrics"] for name, b in hand_eval.items()} == {
             name: b["metrics"] for name, b in ran_eval.items()
         }, stage

@@ -29,6 +29,9 @@ class SFTConfig(TrainerConfig):
     weight_decay: float = 1e-4  # not applied to norms and biases
     packing: bool = False  # several examples per row, attention kept within each example
     bf16: bool = True  # bf16 autocast where the hardware has native bf16; fp32 master weights always
+    # torch.compile the decoder's training passes (fuses a small model's many short kernels; the first step
+    # compiles, ~25 s; on CPU needs a C++ compiler, else a warning and eager).
+    compile: bool = False
     # Shuffle the rows every epoch (seeded).
     shuffle: bool = True
     threads: int = 0  # CPU threads for torch; 0 = the idle cores (cores minus those busy now)

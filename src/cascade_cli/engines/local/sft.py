@@ -29,7 +29,7 @@ from rich.progress import (
 from cascade_cli.checkpoint import MetricsLog, fingerprint_path, write_manifest
 from cascade_cli.config.sft import SFTConfig
 from cascade_cli.console import console, print_warning
-from cascade_cli.engines.local import checkpoint, heldout_eval, model_io, optim
+from cascade_cli.engines.local import checkpoint, compiled, heldout_eval, model_io, optim
 from cascade_cli.engines.local.sft_data import BatchStream, Cursor, collate, load_examples
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.records import resolve_rows_path
@@ -67,14 +67,18 @@ def _check_config(config: SFTConfig) -> None:
         )
 
 
-def step_loss(model, batch: dict[str, Any], normalizer: int, device: str, bf16: bool) -> torch.Tensor:
+def step_loss(
+    model, batch: dict[str, Any], normalizer: int, device: str, bf16: bool, decoder: Any = None
+) -> torch.Tensor:
     """Sum of next-token losses over this micro-batch's assistant tokens / assistant tokens in the step.
-    Only assistant positions go through the LM head (cheap with large vocabularies)."""
+    Only assistant positions go through the LM head (cheap with large vocabularies). `decoder`: the module
+    the decoder runs through (compiled.training_decoder), default the model's own."""
     input_ids = batch["input_ids"].to(device)
     labels = batch["labels"].to(device)
     position_ids = batch["position_ids"].to(device) if batch["position_ids"] is not None else None
     with model_io.autocast(device, bf16):
-        hidden = model.get_decoder()(input_ids=input_ids, position_ids=position_ids, use_cache=False)
+        decoder = model.get_decoder() if decoder is None else decoder
+        hidden = decoder(input_ids=input_ids, position_ids=position_ids, use_cache=False)
         hidden = hidden.last_hidden_state[:, :-1]
         targets = labels[:, 1:]
         keep = targets != -100
@@ -154,6 +158,7 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
     model = model_io.load_model(config.init, dtype="float32", device=device)  # type: ignore[arg-type]
     model.config.use_cache = False
     model = model_io.prepare_for_training(model, config, tokens=config.batch_size * config.max_seq_len)
+    decoder = compiled.training_decoder(model, config.compile, device)
     optimizer = optim.adamw(model, config.lr, (config.beta1, config.beta2), config.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, optim.warmup_cosine(total_steps, warmup_steps, config.lr, config.min_lr)
@@ -209,7 +214,7 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
             normalizer = sum(b["trainable"] for b in batches)
             loss_sum = 0.0
             for batch in batches:
-                loss = step_loss(model, batch, normalizer, device, config.bf16)
+                loss = step_loss(model, batch, normalizer, device, config.bf16, decoder)
                 loss.backward()
                 loss_sum += loss.item()
             grad_norm = (

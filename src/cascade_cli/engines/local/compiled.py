@@ -1,0 +1,44 @@
+"""`compile: true`: the decoder's training passes through `torch.compile` (TorchInductor).
+
+A small model's training step on CPU is thousands of short elementwise kernels (norms, rotary embeddings,
+SiLU, residual adds) between its matmuls; Inductor fuses them into a few C++ loops. Measured on the tiny
+model (benchmarks/sft_throughput.py, cascade vs cascade-compiled, 2 threads): see the README. The first step
+compiles (about 25 s; Inductor caches the kernels on disk, so later runs start faster); shapes are marked
+dynamic so the varying sequence lengths of un-packed batches reuse one graph.
+
+Only training passes are compiled: generation (held-out evaluation, rollouts) keeps the eager module, whose
+KV cache would make a compiled graph recompile at every length.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any
+
+from cascade_cli.console import print_warning
+
+
+def compiler_missing(device: str) -> str | None:
+    """Why `torch.compile` cannot build kernels here, or None. On CPU Inductor needs a C++ compiler."""
+    if device != "cpu":
+        return None
+    candidates = [os.environ.get("CXX", ""), "g++", "c++", "clang++"]
+    if any(name and shutil.which(name) for name in candidates):
+        return None
+    return "no C++ compiler found ($CXX, g++, c++ or clang++); TorchInductor needs one on CPU"
+
+
+def training_decoder(model: Any, enabled: bool, device: str) -> Any:
+    """The module the training step runs the decoder through: compiled when `enabled` (and possible),
+    else the model's own decoder. Both share the same parameters."""
+    decoder = model.get_decoder()
+    if not enabled:
+        return decoder
+    problem = compiler_missing(device)
+    if problem:
+        print_warning(f"compile: {problem}; training runs eager")
+        return decoder
+    import torch
+
+    return torch.compile(decoder, dynamic=True)
