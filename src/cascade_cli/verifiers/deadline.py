@@ -7,7 +7,9 @@ few milliseconds until the worker has left the guarded call, so an `except Excep
 cannot swallow the limit for good. `DeadlineExceeded` derives from BaseException for the same reason.
 
 Like a signal, the exception is delivered between bytecodes: a single long C call (one huge integer
-power) finishes first. Callers bound such inputs before they reach sympy.
+power) finishes first. Callers bound such inputs before they reach sympy. One landing inside a finalizer
+(`__del__`, a weakref callback) is reported by Python as unraisable; the next re-raise, 5 ms later, stops the
+guarded call.
 """
 
 from __future__ import annotations
