@@ -12,7 +12,7 @@ ceiling (6 x params x tokens).
         [--bf16] [--sides trainer,trl-packed,cascade,cascade-packed,cascade-compiled]
 
 `cascade-compiled` is `compile=true` (TorchInductor); its train tokens/s include the first step's compile,
-the median step time does not (recipes/tiny.yaml's SFT: `--rows 1600 --batch-size 4 --sides
+the median step time does not (the tiny recipe's SFT shape, as quoted in the README: `--rows 800 --batch-size 4 --sides
 cascade,cascade-compiled`).
 
 Needs `accelerate` (transformers' Trainer requires it) and `trl`.
