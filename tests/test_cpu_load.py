@@ -43,3 +43,32 @@ def test_idle_cores_leave_out_the_busy_ones(monkeypatch):
     assert model_io.idle_cores() == cores
     monkeypatch.setattr(model_io, "busy_cores", lambda: cores + 3.0)
     assert model_io.idle_cores() == 1
+
+
+_CLI_THEN_POLICY = """
+import os, sys
+from typer.testing import CliRunner
+from cascade_cli.cli import app
+assert "torch" not in sys.modules
+sys.argv = ["cascade", *sys.argv[1:]]
+CliRunner().invoke(app, sys.argv[1:])
+print("policy", os.environ.get("OMP_WAIT_POLICY", "default"))
+"""
+
+
+def _policy_after(*args: str) -> str:
+    env = {key: value for key, value in os.environ.items() if key != "OMP_WAIT_POLICY"}
+    out = subprocess.run([sys.executable, "-c", _CLI_THEN_POLICY, *args], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split("policy ")[-1].strip()
+
+
+def test_a_command_on_a_busy_machine_sleeps_its_idle_threads_but_importing_or_help_does_not_sample():
+    spinner = _spin(20.0)
+    try:
+        time.sleep(0.3)
+        assert _policy_after("recipe", "list") == "PASSIVE"
+        assert _policy_after("recipe", "list", "--help") == "default"
+    finally:
+        spinner.kill()
+        spinner.wait()

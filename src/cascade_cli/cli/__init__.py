@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -12,10 +13,6 @@ from cascade_cli.cli import data, evaluate, push, recipe, stages, tts, verify
 from cascade_cli.cli.base import make_typer
 from cascade_cli.cli.verify import _verify_options  # noqa: F401  (tests import it from here)
 from cascade_cli.cpu_load import choose_wait_policy
-
-# Idle OpenMP threads spin on an idle machine and sleep on a busy one (cpu_load.py). Must be chosen before
-# torch loads, hence here at import time.
-choose_wait_policy()
 
 app = make_typer(
     "cascade",
@@ -38,6 +35,11 @@ def _root(
     ] = None,
 ) -> None:
     """Cascade RL post-training toolkit."""
+    # Idle OpenMP threads spin on an idle machine and sleep on a busy one (cpu_load.py). Chosen before a command
+    # loads torch, as the policy cannot change once torch is in; a help screen needs no torch and skips it.
+    wants_help = any(arg in ("--help", "-h") for arg in sys.argv[1:])
+    if "torch" not in sys.modules and not wants_help:
+        choose_wait_policy()
 
 
 for group in (data, stages, verify, evaluate, tts, push, recipe):  # the order of `cascade --help`
