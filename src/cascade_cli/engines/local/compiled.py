@@ -5,8 +5,8 @@ SiLU, residual adds) between its matmuls; Inductor fuses them into a few C++ loo
 faster (benchmarks/sft_throughput.py, sides cascade and cascade-compiled; README). The first step compiles
 (30-150 s on 2 cores; Inductor caches the kernels on disk, so later runs start faster); shapes are marked
 dynamic so the varying sequence lengths of un-packed batches reuse one graph, but for one recompile: Inductor's
-C++ reductions guard on their size (`need_use_acc_helper`, 4,096 elements: the q/k-norm weight gradients of a
-batch past 1,024 tokens), so batches on the other side of it get a second graph (33 s in `make demo`).
+C++ reductions guard on their size (`need_use_acc_helper`, 4,096 elements; the tiny model's query-norm weight
+gradient sums batch x length x 4 heads), so batches on the other side of it get a second graph (33 s in `make demo`).
 
 Only training passes are compiled: generation (held-out evaluation, rollouts) keeps the eager module, whose
 KV cache would make a compiled graph recompile at every length.
