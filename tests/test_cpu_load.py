@@ -50,7 +50,6 @@ import os, sys
 from typer.testing import CliRunner
 from cascade_cli.cli import app
 assert "torch" not in sys.modules
-sys.argv = ["cascade", *sys.argv[1:]]
 CliRunner().invoke(app, sys.argv[1:])
 print("policy", os.environ.get("OMP_WAIT_POLICY", "default"))
 """

@@ -10,7 +10,7 @@ import typer
 
 from cascade_cli import __version__
 from cascade_cli.cli import data, evaluate, push, recipe, stages, tts, verify
-from cascade_cli.cli.base import make_typer
+from cascade_cli.cli.base import HELP_OPTIONS, make_typer
 from cascade_cli.cli.verify import _verify_options  # noqa: F401  (tests import it from here)
 from cascade_cli.cpu_load import choose_wait_policy
 
@@ -37,7 +37,7 @@ def _root(
     """Cascade RL post-training toolkit."""
     # Idle OpenMP threads spin on an idle machine and sleep on a busy one (cpu_load.py). Chosen before a command
     # loads torch, as the policy cannot change once torch is in; a help screen needs no torch and skips it.
-    wants_help = any(arg in ("--help", "-h") for arg in sys.argv[1:])
+    wants_help = any(arg in HELP_OPTIONS for arg in sys.argv[1:])
     if "torch" not in sys.modules and not wants_help:
         choose_wait_policy()
 

@@ -67,6 +67,9 @@ def stage_group(config_target: str) -> type[StageGroup]:
     return type("StageGroup", (StageGroup,), {"config_target": config_target})
 
 
+HELP_OPTIONS = ("-h", "--help")
+
+
 def make_typer(name: str, help_text: str | None = None, cls: type[TyperGroup] = CascadeGroup, **settings: Any) -> typer.Typer:
     settings.setdefault("no_args_is_help", True)
     if help_text is not None:  # else the callback's docstring
@@ -77,7 +80,7 @@ def make_typer(name: str, help_text: str | None = None, cls: type[TyperGroup] = 
         add_completion=name == "cascade",
         pretty_exceptions_enable=False,
         rich_markup_mode="rich",
-        context_settings={"help_option_names": ["-h", "--help"]},
+        context_settings={"help_option_names": list(HELP_OPTIONS)},
         **settings,
     )
 
