@@ -55,3 +55,26 @@ def test_without_a_cxx_compiler_training_runs_eager(tmp_path, monkeypatch):
     model = model_io.load_model(str(tiny.resolve_model("tiny", tmp_path / "models")))
     assert compiled.training_decoder(model, enabled=True, device="cpu") is model.get_decoder()
     assert compiled.training_decoder(model, enabled=False, device="cpu") is model.get_decoder()
+
+
+@pytest.mark.skipif(compiled.compiler_missing("cpu") is not None, reason="no C++ compiler for TorchInductor")
+def test_layers_compile_in_place_and_generation_on_them_runs_eager(tmp_path):
+    import torch
+
+    from cascade_cli.engines.local.generation import Generator
+
+    torch.manual_seed(0)
+    model = model_io.load_model(str(tiny.resolve_model("tiny", tmp_path / "models")))
+    tokenizer = model_io.load_tokenizer(str(tiny.resolve_model("tiny", tmp_path / "models")))
+    expected = Generator.from_model(model, tokenizer).generate(["Compute 2+3."], n=2, max_new_tokens=12)
+    decoder = compiled.training_decoder(model, enabled=True, device="cpu")
+    assert decoder is model.get_decoder()  # regional: the model's own layers, compiled in place
+    model.train()
+    ids = torch.randint(5, 90, (2, 17))
+    decoder(input_ids=ids, use_cache=False).last_hidden_state.sum().backward()  # compiles the training pass
+    with torch.compiler.set_stance("fail_on_recompile"):
+        with compiled.eager_generation():
+            found = Generator.from_model(model, tokenizer).generate(["Compute 2+3."], n=2, max_new_tokens=12)
+        assert [c.token_ids for c in found[0]] == [c.token_ids for c in expected[0]]
+        with pytest.raises(RuntimeError, match="recompil"):  # the layers are compiled: eager needs asking for
+            Generator.from_model(model, tokenizer).generate(["Compute 2+3."], n=2, max_new_tokens=12)

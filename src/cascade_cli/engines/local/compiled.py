@@ -1,21 +1,26 @@
-"""`compile: true`: the decoder's training passes through `torch.compile` (TorchInductor).
+"""`compile: true`: the decoder layers' training passes through `torch.compile` (TorchInductor).
 
 A small model's training step on CPU is thousands of short elementwise kernels (norms, rotary embeddings,
-SiLU, residual adds) between its matmuls; Inductor fuses them into a few C++ loops: tiny-model steps 1.5-1.7x
-faster (benchmarks/sft_throughput.py, sides cascade and cascade-compiled; README). The first step compiles
-(30-150 s on 2 cores; Inductor caches the kernels on disk, so later runs start faster); shapes are marked
-dynamic so the varying sequence lengths of un-packed batches reuse one graph, but for one recompile: Inductor's
-C++ reductions guard on their size (`need_use_acc_helper`, 4,096 elements; the tiny model's query-norm weight
-gradient sums batch x length x 4 heads), so batches on the other side of it get a second graph (33 s in `make demo`).
+SiLU, residual adds) between its matmuls; Inductor fuses them into a few C++ loops. The compile is regional
+(PyTorch's recipe for repeated blocks): each decoder layer is compiled in place, and since every layer runs the
+same code on parameters of the same shapes, Dynamo compiles that code once and every layer reuses it. On the
+tiny model's six layers this compiles in 33-49 s instead of 92-141 s for the whole decoder (2 cores, cold
+Inductor cache), and its steps take 0.91x as long (benchmarks/compile_regional.py). Shapes are marked dynamic
+so the varying sequence lengths of un-packed batches reuse one graph, but for one recompile: Inductor's C++
+reductions guard on their size (`need_use_acc_helper`, 4,096 elements; the tiny model's query-norm weight
+gradient sums batch x length x 4 heads), so batches on the other side of it get a second graph (8-13 s
+regional, about 30 s for the whole decoder).
 
-Only training passes are compiled: generation (held-out evaluation, rollouts) keeps the eager module, whose
-KV cache would make a compiled graph recompile at every length.
+Only training passes run compiled: generation on the compiled model (held-out evaluation) runs under
+`eager_generation()`, since its KV cache would make a compiled layer recompile at every length.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+from collections.abc import Iterator
 from typing import Any
 
 from cascade_cli.console import print_warning
@@ -32,8 +37,8 @@ def compiler_missing(device: str) -> str | None:
 
 
 def training_decoder(model: Any, enabled: bool, device: str) -> Any:
-    """The module the training step runs the decoder through: compiled when `enabled` (and possible),
-    else the model's own decoder. Both share the same parameters."""
+    """The module the training step runs the decoder through: the model's own decoder, with its layers
+    compiled in place when `enabled` (and possible); a decoder without a `layers` list is compiled whole."""
     decoder = model.get_decoder()
     if not enabled:
         return decoder
@@ -43,4 +48,18 @@ def training_decoder(model: Any, enabled: bool, device: str) -> Any:
         return decoder
     import torch
 
-    return torch.compile(decoder, dynamic=True)
+    layers = getattr(decoder, "layers", None)
+    if not isinstance(layers, torch.nn.ModuleList):
+        return torch.compile(decoder, dynamic=True)
+    for layer in layers:
+        layer.compile(dynamic=True)
+    return decoder
+
+
+@contextlib.contextmanager
+def eager_generation() -> Iterator[None]:
+    """Run compiled modules eagerly inside this block (generation: a KV cache changes shapes every token)."""
+    import torch
+
+    with torch.compiler.set_stance("force_eager"):
+        yield

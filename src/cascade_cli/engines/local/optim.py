@@ -12,7 +12,16 @@ def adamw(model: torch.nn.Module, lr: float, betas: tuple[float, float], weight_
     decay = [p for p in model.parameters() if p.requires_grad and p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.requires_grad and p.ndim < 2]
     groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=lr, betas=betas, foreach=True)
+    return torch.optim.AdamW(groups, lr=lr, betas=betas, **kernel([*decay, *no_decay]))
+
+
+def kernel(params: list[torch.Tensor]) -> dict[str, bool]:
+    """AdamW's fused kernel (one pass over every parameter) where the device has it, else the foreach one.
+
+    A small model's step is many small tensors: on the tiny model's 68 the fused update takes 2.1-2.3 ms against
+    7.3-11.4 ms for foreach (2 threads), which was 8-10% of a compiled SFT step."""
+    fused = bool(params) and all(p.device.type in ("cpu", "cuda") and p.dtype.is_floating_point for p in params)
+    return {"fused": True} if fused else {"foreach": True}
 
 
 def warmup_cosine(total_steps: int, warmup_steps: int, lr: float, min_lr: float):

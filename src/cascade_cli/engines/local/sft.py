@@ -101,7 +101,8 @@ def _progress() -> Progress:
 
 
 def _evaluate(model, tokenizer, prompts, config: SFTConfig, label: str) -> dict[str, Any]:
-    with console.status(f"held-out math accuracy ({label}, {len(prompts)} prompts, greedy)"):
+    status = console.status(f"held-out math accuracy ({label}, {len(prompts)} prompts, greedy)")
+    with status, compiled.eager_generation():
         return heldout_eval.math_accuracy(
             model, tokenizer, prompts, config.eval_max_new_tokens, config.eval_batch_size
         )
