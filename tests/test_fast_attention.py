@@ -10,7 +10,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from cascade_cli.chat import render_prompt
-from cascade_cli.engines.local.fast_attention import GQA_SDPA, PreallocatedKVCache, use_gqa_sdpa
+from cascade_cli.engines.local.fast_attention import GQA_SDPA, PreallocatedKVCache, SharedPrompt, use_gqa_sdpa
 from cascade_cli.engines.local.generation import Generator
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -108,3 +108,46 @@ def test_saved_checkpoints_do_not_name_the_custom_attention(model_dir, tmp_path)
     model = load(model_dir, fast=True)
     model.save_pretrained(tmp_path)
     assert GQA_SDPA not in (tmp_path / "config.json").read_text()  # vLLM / OpenRLHF load it as usual
+
+
+@pytest.mark.parametrize("n", [3, 4])
+def test_shared_prompt_samples_what_the_repeated_cache_samples(model_dir, n):
+    # Prompts of different lengths (left padding) and stops on common characters, so that rows end at
+    # different steps: the batch is compacted, and prompts whose samples have all ended leave the grid.
+    prompts = [*PROMPTS, render_prompt("Compute 8*7 and say why, twice.", "think")]
+    outputs = {}
+    for shared in (True, False):
+        generator = Generator(model_dir, backend="hf", dtype="float32", seed=5, share_prompt=shared)
+        outputs[shared] = generator.generate(
+            prompts, n=n, max_new_tokens=48, temperature=1.0, stop=["e", "a"], logprobs=True
+        )
+    lengths = {len(c.token_ids) for group in outputs[True] for c in group}
+    assert len(lengths) > 3 and {c.finish_reason for g in outputs[True] for c in g} == {"stop", "length"}
+    for ours, repeated in zip(outputs[True], outputs[False], strict=True):
+        assert [c.token_ids for c in ours] == [c.token_ids for c in repeated]
+        assert [c.logprob_sum for c in ours] == pytest.approx([c.logprob_sum for c in repeated], abs=1e-4)
+
+
+def test_shared_prompt_attention_matches_sdpa_over_the_whole_cache():
+    torch.manual_seed(0)
+    prompts, n, kv_heads, heads, width, dim, generated = 3, 4, 2, 4, 7, 8, 5
+    prompt_keys, prompt_values = torch.randn(2, prompts, kv_heads, width, dim).unbind(0)
+    prompt_mask = torch.ones(prompts, width, dtype=torch.long)
+    prompt_mask[0, :3] = 0  # left padding
+    cache = PreallocatedKVCache(width)
+    cache.update(prompt_keys, prompt_values, layer_idx=0)
+    shared = SharedPrompt(cache, prompt_mask, n)
+    live = torch.tensor([0, 2, 3, 5, 6, 7])  # prompt 2's samples (8-11) have all ended, prompt 1 keeps two
+    shared.select(live)
+    keys, values = torch.randn(2, len(live), kv_heads, generated, dim).unbind(0)
+    query = torch.randn(len(live), heads, 1, dim)
+    out = shared.attend(query, keys, values, layer=0, scaling=None)
+    prompt_of = live // n
+    whole_keys = torch.cat([prompt_keys[prompt_of], keys], dim=2)
+    whole_values = torch.cat([prompt_values[prompt_of], values], dim=2)
+    mask = torch.cat([prompt_mask[prompt_of], torch.ones(len(live), generated, dtype=torch.long)], 1).bool()
+    expected = torch.nn.functional.scaled_dot_product_attention(
+        query, whole_keys, whole_values, attn_mask=mask[:, None, None, :], enable_gqa=True
+    )
+    assert len(shared.bias) == 2  # the ended prompt's keys and values were let go
+    torch.testing.assert_close(out, expected.transpose(1, 2), atol=1e-5, rtol=1e-5)

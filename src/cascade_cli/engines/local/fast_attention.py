@@ -6,8 +6,13 @@
   batch; that copy, not the attention, was most of our rollout time (benchmarks/grpo_vs_trl.py).
 - `PreallocatedKVCache`: a `DynamicCache` whose layers write each step's keys and values in place into buffers
   sized for the whole generation, instead of `torch.cat`-ing a new copy of the cache at every token.
+- `SharedPrompt`: n samples of each prompt (a GRPO group, eval's k) attend to the prompt's keys and values
+  held once, not copied n times: the decode attention reads the prompt part once per prompt (one matmul of
+  all its samples' queries) and each sample's own generated part, under one softmax. Decoding is memory-bound
+  on CPU, and the repeated prompt cache was most of what each step read (FlashInfer and vLLM call this
+  cascade attention).
 
-Both are numerically the same computation (tests/test_fast_attention.py checks logits, gradients and greedy
+All are numerically the same computation (tests/test_fast_attention.py checks logits, gradients and greedy
 tokens against the stock path).
 """
 
@@ -36,6 +41,9 @@ def gqa_sdpa(
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
     """transformers' attention-function contract: [B, H, Q, D] inputs, [B, Q, H, D] output."""
+    shared = kwargs.get("shared_prompt")
+    if shared is not None:
+        return shared.attend(query, key, value, module.layer_idx, scaling), None
     q_length = query.shape[2]
     causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
     causal = bool(q_length > 1 and attention_mask is None and causal)
@@ -131,6 +139,68 @@ class PreallocatedKVCache(Cache):
 
     def __init__(self, capacity: int) -> None:
         super().__init__(layer_class_to_replicate=functools.partial(PreallocatedLayer, capacity))
+
+
+class SharedPrompt:
+    """The prompts' keys and values, once each, for decoding `n` samples per prompt (`gqa_sdpa` reads it from
+    the forward's `shared_prompt` keyword; the model's cache then holds the generated tokens only).
+
+    Rows are samples, prompt-major: row `p * n + j` is sample j of prompt p before any row is dropped; `slot`
+    keeps that index for each live row, so the prompt part is one batched matmul over a [prompts, n] grid.
+    """
+
+    def __init__(self, prompt_cache: Cache, prompt_mask: torch.Tensor, n: int) -> None:
+        self.keys = [layer.keys for layer in prompt_cache.layers]  # [P, KV, W, D] per layer
+        self.values = [layer.values for layer in prompt_cache.layers]
+        self.bias = torch.zeros(prompt_mask.shape, device=prompt_mask.device).masked_fill(
+            prompt_mask == 0, float("-inf")
+        )  # [P, W]: the left padding
+        self.n = n
+        self.slot = torch.arange(prompt_mask.shape[0] * n, device=prompt_mask.device)
+        self.row_bias = self.bias.repeat_interleave(n, dim=0)[:, None, None, :]
+
+    def select(self, rows: torch.Tensor) -> None:
+        """Keep these rows (indices into the live ones); prompts left without a sample are dropped."""
+        self.slot = self.slot[rows]
+        prompt_of = self.slot // self.n
+        active = prompt_of.unique()
+        if len(active) < len(self.bias):
+            self.keys = [keys[active] for keys in self.keys]
+            self.values = [values[active] for values in self.values]
+            self.bias = self.bias[active]
+            prompt_of = torch.searchsorted(active, prompt_of)
+            self.slot = prompt_of * self.n + self.slot % self.n
+        self.row_bias = self.bias[prompt_of][:, None, None, :]
+
+    def attend(
+        self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, layer: int, scaling: float | None
+    ) -> torch.Tensor:
+        """One decode step's attention, [B, 1, H, D], for queries [B, H, 1, D] over the prompt part and the
+        generated keys/values [B, KV, L, D]."""
+        prompt_keys, prompt_values = self.keys[layer], self.values[layer]
+        prompts, kv_heads, width, dim = prompt_keys.shape
+        rows, heads = query.shape[0], query.shape[1]
+        group = heads // kv_heads  # query heads per KV head (GQA): head h reads KV head h // group
+        q = query.reshape(rows, kv_heads, group, dim)
+        scores_prompt = self._from_grid(self._to_grid(q) @ prompt_keys.transpose(-1, -2)) + self.row_bias
+        scores = torch.cat([scores_prompt, q @ key.transpose(-1, -2)], dim=-1)
+        weights = (scores.float() * (scaling if scaling is not None else dim**-0.5)).softmax(-1).to(q.dtype)
+        weights_prompt, weights_generated = weights.split([width, key.shape[-2]], dim=-1)
+        out = self._from_grid(self._to_grid(weights_prompt) @ prompt_values) + weights_generated @ value
+        return out.reshape(rows, 1, heads, dim)
+
+    def _to_grid(self, per_row: torch.Tensor) -> torch.Tensor:
+        """[B, KV, G, X] per live row -> [P, KV, n * G, X] per prompt (zeros where a sample has ended)."""
+        _, kv_heads, group, last = per_row.shape
+        grid = per_row.new_zeros((len(self.bias) * self.n, kv_heads, group, last))
+        grid = grid.index_copy_(0, self.slot, per_row).view(-1, self.n, kv_heads, group, last)
+        return grid.transpose(1, 2).reshape(-1, kv_heads, self.n * group, last)
+
+    def _from_grid(self, per_prompt: torch.Tensor) -> torch.Tensor:
+        """[P, KV, n * G, X] -> [B, KV, G, X] for the live rows."""
+        prompts, kv_heads, _, last = per_prompt.shape
+        grid = per_prompt.view(prompts, kv_heads, self.n, -1, last).transpose(1, 2)
+        return grid.reshape(prompts * self.n, kv_heads, -1, last)[self.slot]
 
 
 # ---- batches over a KV cache (the rollout loop and the trainer's shared-prompt forward) -----------------

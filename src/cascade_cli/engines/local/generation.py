@@ -43,7 +43,9 @@ from cascade_cli.chat import IM_END
 from cascade_cli.engines.local.checkpoint import rng_state as global_rng_state
 from cascade_cli.engines.local.checkpoint import set_rng_state as set_global_rng_state
 from cascade_cli.engines.local.fast_attention import (
+    GQA_SDPA,
     PreallocatedKVCache,
+    SharedPrompt,
     cached_forward,
     left_pad,
     use_gqa_sdpa,
@@ -138,9 +140,11 @@ class Generator:
         vllm_kwargs: dict[str, Any] | None = None,
         bf16: bool = False,
         planned_tokens: int | None = None,
+        share_prompt: bool = True,
     ) -> None:
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.seed = seed
+        self.share_prompt = share_prompt  # hf loop: n samples attend to one copy of the prompt's cache
         self.bf16 = bf16  # hf loop: bf16 autocast over fp32 weights (the trainer's precision choice)
         self.max_batch_size = max_batch_size
         self.model_dir = str(model_dir) if model_dir is not None else None
@@ -327,8 +331,9 @@ class Generator:
     def _generate_hf(self, prompts: list[str], spec: Sampling) -> list[Completion]:
         """`n` samples of each prompt, flattened in prompt order.
 
-        Each prompt is prefilled once and its KV cache repeated `n` times; rows that have finished are
-        dropped from the batch (cache included) once a quarter of the live rows are done.
+        Each prompt is prefilled once; its `n` samples attend to its keys and values held once
+        (`SharedPrompt`, with gqa_sdpa on CPU; elsewhere the prompt cache is repeated `n` times). Rows that
+        have finished are dropped from the batch (cache included) once a quarter of the live rows are done.
         """
         tokenizer, model, device = self.tokenizer, self.model, self.device
         n, max_new_tokens, logprobs = spec.n, spec.max_new_tokens, spec.logprobs
@@ -341,16 +346,23 @@ class Generator:
 
         was_training = model.training
         model.eval()
-        cache = PreallocatedKVCache(width + max_new_tokens)
+        implementation = getattr(model.config, "_attn_implementation", None)
+        shared = self.share_prompt and n > 1 and implementation == GQA_SDPA
+        cache = PreallocatedKVCache(width + (0 if shared else max_new_tokens))
         prefill = cached_forward(model, input_ids, prompt_mask, positions, cache, logits_to_keep=1)
         logits = prefill.logits[:, -1].float()
-        if n > 1:
+        extra: dict[str, Any] = {}
+        if shared:  # the prompts' cache stays as it is; the model's cache holds the generated tokens
+            extra["shared_prompt"] = SharedPrompt(cache, prompt_mask, n)
+            cache = PreallocatedKVCache(max_new_tokens)
+        elif n > 1:
             cache.batch_repeat_interleave(n)
+        if n > 1:
             logits = logits.repeat_interleave(n, dim=0)
             prompt_mask = prompt_mask.repeat_interleave(n, dim=0)
             positions = positions.repeat_interleave(n, dim=0)
         batch = prompt_mask.shape[0]
-        attention = torch.cat(
+        attention = None if shared else torch.cat(  # a shared prompt masks its own padding
             [prompt_mask, torch.ones((batch, max_new_tokens), dtype=torch.long, device=device)], 1
         )
         next_position = positions[:, -1:] + 1
@@ -380,11 +392,14 @@ class Generator:
             if n_done * 4 >= len(live):  # compact: drop finished rows from the batch and the cache
                 keep = (~done).nonzero().squeeze(-1)
                 cache.batch_select_indices(keep)
+                if shared:
+                    extra["shared_prompt"].select(keep)
+                else:
+                    attention = attention[keep]
                 live, token, next_position = live[keep], token[keep], next_position[keep]
                 done = done[keep]
-                attention = attention[keep]
-            attention_now = attention[:, : width + step + 1]
-            decoded = cached_forward(model, token[:, None], attention_now, next_position, cache)
+            attention_now = None if attention is None else attention[:, : width + step + 1]
+            decoded = cached_forward(model, token[:, None], attention_now, next_position, cache, **extra)
             logits = decoded.logits[:, -1].float()
             next_position = next_position + 1
         if was_training:
