@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -17,7 +18,7 @@ from cascade_cli.engines.local import grpo
 from cascade_cli.engines.local.grpo import run_rlvr
 from cascade_cli.engines.local.logprobs import response_hidden
 from cascade_cli.engines.local.losses import group_advantages, grpo_loss, is_uniform, training_rewards
-from cascade_cli.engines.local.rl_data import PromptSampler, prompt_mode
+from cascade_cli.engines.local.rl_data import KeepRate, PromptSampler, prompt_mode
 from cascade_cli.jsonl import write_jsonl
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -365,9 +366,44 @@ def test_dynamic_filter_drops_uniform_groups_and_refills(tmp_path, tiny_dir, toy
     assert metrics["groups_filtered_frac"] > 0
     assert metrics["zero_std_groups_frac"] == 0.0  # what is trained on carries signal
     # Rollout statistics cover every sampled group, the dropped ones included.
-    assert metrics["groups_sampled"] > metrics["groups"]
-    assert metrics["groups_filtered_frac"] == pytest.approx(1 - metrics["groups"] / metrics["groups_sampled"])
+    assert metrics["groups_sampled"] > metrics["groups"] == config.prompts_per_step
+    assert metrics["generation_rounds"] > 1
+    with_signal = metrics["groups_sampled"] * (1 - metrics["groups_filtered_frac"])
+    assert with_signal >= metrics["groups"] - 1e-9  # a surplus of groups with signal is not trained on
     assert metrics["response_len_mean"] > 0
+
+
+def test_keep_rate_sizes_each_round():
+    rate = KeepRate()
+    assert rate.draws(8, 4.0) == 8  # nothing seen yet: exactly what is missing
+    rate.record(16, 4)  # a quarter kept
+    assert rate.draws(8, 4.0) == math.ceil(8 * 17 / 5)
+    assert rate.draws(8, 1.0) == 8  # oversampling off
+    rate.record(16, 16)  # the policy changed: the last round weighs twice the one before
+    assert rate.draws(8, 4.0) == math.ceil(8 / ((2 + 16 + 1) / (8 + 16 + 1)))
+    rate.record(100, 0)
+    assert rate.draws(8, 4.0) == 32  # capped at 4 x missing
+    assert rate.draws(1, 1.5) == 1  # never fewer than missing
+
+
+def test_dynamic_filter_oversampling_needs_fewer_rounds(tmp_path, tiny_dir, toy_verifier):
+    rows = toy_rows(16) + [
+        {"id": f"never-{i}", "prompt": "Write ☃.", "label": {"answer": "☃"}} for i in range(16)
+    ]
+    runs = {}
+    for factor in (1.0, 4.0):
+        config = toy_config(
+            tmp_path / str(factor), tiny_dir, steps=4, dynamic_filter=True, dynamic_filter_oversample=factor
+        )
+        write_jsonl(config.data, rows)
+        run_rlvr(config)
+        runs[factor] = read_metrics(config.out)
+    exact, oversampled = runs[1.0], runs[4.0]
+    # Without oversampling a round draws only what is missing, so with over half the groups uniform a step
+    # takes several rounds (and may end unfilled after the last); drawing by the kept fraction takes fewer.
+    assert [m["groups"] for m in oversampled] == [4] * 4
+    assert sum(m["generation_rounds"] for m in oversampled) < sum(m["generation_rounds"] for m in exact)
+    assert max(m["groups_sampled"] for m in oversampled[1:]) > 4  # later steps draw more than the batch
 
 
 def test_overlong_filter_masks_truncated_responses(tmp_path, tiny_dir, toy_verifier):

@@ -112,3 +112,21 @@ def test_changed_config_exits_2_naming_the_key_unless_restart(setup, straight, t
     # The same command again: complete, nothing trained.
     again = cascade([*args, "steps=3", "lr=1e-3"], out)
     assert again.returncode == 0 and "already complete" in again.stderr
+
+
+def test_dynamic_filter_resume_draws_as_many_prompts_as_an_uninterrupted_run(setup, tmp_path):
+    # Half the prompts ask for a letter the tokenizer cannot produce (all-zero groups), so after step 1 each
+    # round draws more prompts than are missing, by the kept fraction so far: state the resume must restore.
+    root, args = setup
+    data = tmp_path / "filtered.jsonl"
+    never = [{"id": f"never-{i}", "prompt": "Write ☃.", "label": {"answer": "☃"}} for i in range(16)]
+    write_jsonl(data, toy_rows(32, seed=0) + never)
+    args = [str(data) if a == str(root / "train.jsonl") else a for a in args] + ["dynamic_filter=true"]
+    straight = cascade(args, tmp_path / "straight")
+    assert straight.returncode == 0, straight.stderr[-3000:]
+    assert max(m["groups_sampled"] for m in read_metrics(tmp_path / "straight")[2:]) > 4
+    killed = cascade(args, tmp_path / "killed", kill_at="save:2:done")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    resumed = cascade(args, tmp_path / "killed")
+    assert resumed.returncode == 0 and "from step 2" in resumed.stderr, resumed.stderr[-3000:]
+    same_run(tmp_path / "killed", tmp_path / "straight")

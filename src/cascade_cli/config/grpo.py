@@ -83,6 +83,9 @@ class GRPOConfig(TrainerConfig):
     # Batch-level (DAPO) dynamic filtering: drop all-correct / all-wrong groups, refill from the data.
     dynamic_filter: bool = False
     dynamic_filter_max_rounds: int = 4  # generation rounds per step before training on what was kept
+    # A round draws the missing prompts / the recent fraction of groups kept, at most this many times the
+    # missing count (1: only the missing ones); kept groups beyond prompts_per_step are not trained on.
+    dynamic_filter_oversample: float = 4.0
     # Epoch-level filtering: after each epoch drop 0% / 100% prompts; re-add them with these probabilities.
     epoch_filter: bool = False
     # Chance to re-add a dropped 0%-solved prompt in the next epoch.

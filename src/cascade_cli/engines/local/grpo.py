@@ -9,7 +9,8 @@ RLHF.
                 background thread while the next chunk generates; a truncated response gets
                 `truncated_reward` and, with overlong filtering, carries no loss;
   4. advantages A = (r - mean(group)) / (std(group) + eps); (optional) drop groups whose rewards are all
-                equal and refill from the data (DAPO dynamic filtering);
+                equal and refill from the data (DAPO dynamic filtering), each round drawing the missing
+                prompts over the recent fraction of groups kept (rl_data.KeepRate);
   5. update     one AdamW step on the token-level policy-gradient loss (strictly on-policy: the importance
                 ratio is exactly 1, so there is nothing to clip) over chunked per-token log-probs;
   6. sync       the rollout engine gets the new weights; the step's metrics are returned for the log.
@@ -18,6 +19,7 @@ The math lives in losses.py (pure functions) and logprobs.py (memory-safe log-pr
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -37,7 +39,16 @@ from cascade_cli.config.grpo import (
 )
 from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console
-from cascade_cli.engines.local import checkpoint, lora, model_io, precision, rl_data, rl_eval, rl_rewards
+from cascade_cli.engines.local import (
+    checkpoint,
+    lora,
+    model_io,
+    optim,
+    precision,
+    rl_data,
+    rl_eval,
+    rl_rewards,
+)
 from cascade_cli.engines.local.generation import Generator
 from cascade_cli.engines.local.grad_checkpointing import fitting_micro_batch
 from cascade_cli.engines.local.logprobs import response_hidden, token_logprobs
@@ -48,7 +59,7 @@ from cascade_cli.engines.local.model_io import (
     prepare_for_training,
     quiet_transformers,
 )
-from cascade_cli.engines.local.rl_data import PromptSampler, prompt_mode, render_row
+from cascade_cli.engines.local.rl_data import KeepRate, PromptSampler, prompt_mode, render_row
 from cascade_cli.engines.local.rl_rewards import Group, RewardHook
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.records import HELDOUT_FILE, load_rows
@@ -84,6 +95,7 @@ class Run:
     reference: Any  # frozen initial policy (kl_coef > 0), else None
     optimizer: torch.optim.Optimizer
     sampler: PromptSampler
+    keep_rate: KeepRate = field(default_factory=KeepRate)  # dynamic filtering: sizes each generation round
     micro_batch: int = 32  # rows per forward/backward: train_micro_batch, or fewer (gradient_checkpointing: auto)
     generator: Generator | None = None
     bf16: bool = False  # training pass under bf16 autocast over fp32 weights (precision.py: `dtype: auto`)
@@ -102,10 +114,15 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
     timer = {"generate": 0.0, "verify": 0.0, "verify_wait": 0.0}
     sampled: list[Group] = []  # every group generated this step, filtered or not
     kept: list[Group] = []  # the groups trained on
-    verify_errors = 0
-    for _round in range(config.dynamic_filter_max_rounds if config.dynamic_filter else 1):
-        # 1. prompts: a batch position decides the mode of `half`, so positions run on across refills
+    verify_errors = rounds = 0
+    max_rounds = config.dynamic_filter_max_rounds if config.dynamic_filter else 1
+    while rounds < max_rounds and len(kept) < config.prompts_per_step:
+        rounds += 1
+        # 1. prompts: a batch position decides the mode of `half`, so positions run on across refills;
+        # dynamic filtering draws the missing count over the recent fraction of groups kept
         needed = config.prompts_per_step - len(kept)
+        if config.dynamic_filter:
+            needed = run.keep_rate.draws(needed, config.dynamic_filter_oversample)
         indices = [run.sampler.next() for _ in range(needed)]
         positions = list(range(len(sampled), len(sampled) + needed))
         # 2-3. rollouts, scored chunk by chunk on the reward thread while the next chunk generates
@@ -113,13 +130,13 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
         verify_errors += rl_rewards.warn_verifier_errors(records, scores, step + 1)
         # 4. training rewards and advantages; dynamic filtering drops groups without signal
         rule = dict(overlong_filter=phase.overlong_filter, truncated_reward=config.truncated_reward)
-        for group in rl_rewards.assign_scores(groups, scores, run.reward, **rule, adv_eps=config.adv_eps):
+        groups = rl_rewards.assign_scores(groups, scores, run.reward, **rule, adv_eps=config.adv_eps)
+        for group in groups:
             run.sampler.record(group.row_index, sum(s.passed for s in group.scores), len(group.scores))
-            sampled.append(group)
-            if not (config.dynamic_filter and group.uniform):
-                kept.append(group)
-        if len(kept) >= config.prompts_per_step:
-            break
+        signal = [g for g in groups if not (config.dynamic_filter and g.uniform)]
+        run.keep_rate.record(len(groups), len(signal))
+        sampled += groups
+        kept += signal[: config.prompts_per_step - len(kept)]  # a surplus beyond the step's batch is dropped
     # 5. one optimizer step over every kept response
     train_began = time.perf_counter()
     update = {"verify_errors": verify_errors, **policy_update(run, kept, phase.temperature)}
@@ -128,7 +145,7 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
     sync_began = time.perf_counter()
     lora.sync_weights(run.policy, run.generator)
     timer["sync"] = time.perf_counter() - sync_began
-    return step_metrics(run, phase_index, phase, sampled, kept, update, timer, began)
+    return step_metrics(run, phase_index, phase, sampled, kept, rounds, update, timer, began)
 
 
 def generate_groups(run: Run, indices: list[int], positions: list[int], phase: PhaseConfig) -> list[Group]:
@@ -235,7 +252,7 @@ def micro_step(run: Run, micro: list[TrainSequence], normaliser: int, temperatur
 
 
 def step_metrics(
-    run: Run, phase_index: int, phase: PhaseConfig, sampled: list[Group], kept: list[Group],
+    run: Run, phase_index: int, phase: PhaseConfig, sampled: list[Group], kept: list[Group], rounds: int,
     update: dict[str, float], timer: dict[str, float], began: float,
 ) -> dict[str, Any]:
     """The step's metrics.jsonl line. Rollout statistics cover every sampled group, filtered ones included."""
@@ -243,6 +260,7 @@ def step_metrics(
     lengths = [len(c.token_ids) for g in sampled for c in g.completions]
     truncated = [c.finish_reason == "length" for g in sampled for c in g.completions]
     passed = [s.passed for g in sampled for s in g.scores]
+    filtering = run.config.dynamic_filter
     reward_t = torch.tensor(rewards or [0.0], dtype=torch.float64)
     wall = time.perf_counter() - began
     return {
@@ -253,7 +271,8 @@ def step_metrics(
         "pass_rate": sum(passed) / max(len(passed), 1),
         "groups": len(kept),  # trained on
         "groups_sampled": len(sampled),
-        "groups_filtered_frac": (len(sampled) - len(kept)) / max(len(sampled), 1),
+        "generation_rounds": rounds,
+        "groups_filtered_frac": sum(g.uniform for g in sampled) / max(len(sampled), 1) if filtering else 0.0,
         "zero_std_groups_frac": sum(g.uniform for g in kept) / max(len(kept), 1),
         "response_len_mean": sum(lengths) / max(len(lengths), 1),
         "response_len_max": max(lengths, default=0),
@@ -286,6 +305,10 @@ def check_config(config: GRPOConfig, mode: str) -> None:
         raise CascadeUsageError(f"loss_aggregation: expected token or sequence; found {config.loss_aggregation!r}")
     if config.prompts_per_step < 1:
         raise CascadeUsageError(f"prompts_per_step: expected at least 1, found {config.prompts_per_step}")
+    if config.dynamic_filter_oversample < 1:
+        raise CascadeUsageError(
+            f"dynamic_filter_oversample: expected at least 1, found {config.dynamic_filter_oversample}"
+        )
     if config.dtype not in ("auto", "float32", "bfloat16", "float16"):
         raise CascadeUsageError(f"dtype: expected auto, float32, bfloat16 or float16; found {config.dtype!r}")
 
@@ -322,9 +345,10 @@ def build_run(
     policy = prepare_for_training(policy, config, tokens=micro_batch * row_tokens)  # LoRA, checkpointing
     policy.train()
     reference = lora.frozen_reference(policy) if config.kl_coef > 0 else None
+    trained = [p for p in policy.parameters() if p.requires_grad]  # under LoRA: the adapters only
     optimizer = torch.optim.AdamW(
-        [p for p in policy.parameters() if p.requires_grad],  # under LoRA: the adapters only
-        lr=config.lr, betas=(config.beta1, config.beta2), weight_decay=config.weight_decay,
+        trained, lr=config.lr, betas=(config.beta1, config.beta2), weight_decay=config.weight_decay,
+        **optim.kernel(trained),
     )
     sampler = PromptSampler(
         len(rows), config.seed, config.epoch_filter, config.epoch_filter_hard_p, config.epoch_filter_easy_p
@@ -345,8 +369,12 @@ def build_run(
 
 def save_checkpoint(run: Run, step: int, config_dict: dict[str, Any], eval_before: dict | None) -> None:
     """trainer_state/ (the one layout): policy, optimizer, global RNGs, and in `extra` the generator's RNG,
-    the prompt sampler and the held-out metrics before training."""
-    extra = {"sampler": run.sampler.state(), "generator_rng": run.generator.rng_state()}
+    the prompt sampler, the kept fraction and the held-out metrics before training."""
+    extra = {
+        "sampler": run.sampler.state(),
+        "generator_rng": run.generator.rng_state(),
+        "keep_rate": dataclasses.asdict(run.keep_rate),
+    }
     extra["eval_before"] = eval_before
     checkpoint.save_state(
         run.config.out or "", step=step, config=config_dict, model=run.policy, optimizer=run.optimizer,
@@ -451,6 +479,7 @@ def run_grpo(
         if begin.resumed:
             checkpoint.load_state(begin, run.policy, run.optimizer)
             run.sampler.load_state(begin.extra["sampler"])
+            run.keep_rate = KeepRate(**begin.extra.get("keep_rate", {}))
         run.generator = Generator.for_policy(
             run.policy, run.tokenizer, run.init, backend=config.rollout.backend, seed=config.seed,
             max_batch_size=config.rollout.max_batch_size,  # rollouts stay fp32: precision.py

@@ -4,10 +4,17 @@ The sampler walks the data in a seeded shuffled order, epoch after epoch. With e
 (Nemotron-Cascade §1.5) each epoch's pass rates decide the next epoch's pool: prompts solved by none or all
 of their rollouts are dropped, and each dropped prompt re-enters a later epoch with probability `hard_p`
 (0% solved) or `easy_p` (100% solved). Its whole state is plain JSON, so a resumed run draws the same prompts.
+
+With dynamic filtering, `KeepRate` sizes each generation round: a round that draws only the prompts still
+missing needs several more rounds to fill the step (a kept fraction of 1/3 took four), and every round pays
+the whole decode loop's fixed cost, so it draws the missing count divided by the recent fraction of groups
+kept (verl's DAPO recipe generates a fixed multiple instead).
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -149,3 +156,23 @@ class PromptSampler:
         self.dropped = dict(state["dropped"])
         self.stats = {k: list(v) for k, v in state["stats"].items()}
         self.order = list(state["order"])
+
+
+@dataclass
+class KeepRate:
+    """Groups sampled and groups with a learning signal (not all-equal rewards), recent rounds weighing most:
+    each round halves the weight of those before it, so the estimate follows a policy whose kept fraction
+    changes as it trains (a stage-long average lagged it and drew surplus groups)."""
+
+    sampled: float = 0.0
+    kept: float = 0.0
+
+    def draws(self, needed: int, max_factor: float) -> int:
+        """Prompts to draw for `needed` more kept groups: needed / the kept fraction, Laplace-smoothed (so the
+        first round draws exactly `needed`), at most `max_factor` x needed."""
+        rate = (self.kept + 1) / (self.sampled + 1)
+        return max(needed, min(math.ceil(needed / rate), math.floor(max_factor * needed)))
+
+    def record(self, sampled: int, kept: int) -> None:
+        self.sampled = self.sampled / 2 + sampled
+        self.kept = self.kept / 2 + kept
