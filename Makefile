@@ -61,6 +61,8 @@ bench: $(STAMP)
 	$(PY) benchmarks/grpo_vs_trl.py --model $(BENCH_MODEL) --steps 3 --threads $(BENCH_THREADS)
 	$(PY) benchmarks/logprob_memory.py
 	$(PY) benchmarks/sft_throughput.py --rows 200
+	$(PY) benchmarks/compile_regional.py --threads $(BENCH_THREADS)
+	$(PY) benchmarks/shared_prompt.py --threads $(BENCH_THREADS)
 	$(PY) benchmarks/sft_throughput.py --model $(BENCH_MODEL) --rows 200 --batch-size 4 --bf16 \
 		--threads $(BENCH_THREADS) --sides trl-packed,cascade-packed
 	$(PY) benchmarks/rm_vs_trl.py
