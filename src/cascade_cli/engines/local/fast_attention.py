@@ -178,7 +178,7 @@ class SharedPrompt:
         """One decode step's attention, [B, 1, H, D], for queries [B, H, 1, D] over the prompt part and the
         generated keys/values [B, KV, L, D]."""
         prompt_keys, prompt_values = self.keys[layer], self.values[layer]
-        prompts, kv_heads, width, dim = prompt_keys.shape
+        _, kv_heads, width, dim = prompt_keys.shape
         rows, heads = query.shape[0], query.shape[1]
         group = heads // kv_heads  # query heads per KV head (GQA): head h reads KV head h // group
         q = query.reshape(rows, kv_heads, group, dim)

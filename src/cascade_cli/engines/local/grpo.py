@@ -19,10 +19,9 @@ The math lives in losses.py (pure functions) and logprobs.py (memory-safe log-pr
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -373,7 +372,7 @@ def save_checkpoint(run: Run, step: int, config_dict: dict[str, Any], eval_befor
     extra = {
         "sampler": run.sampler.state(),
         "generator_rng": run.generator.rng_state(),
-        "keep_rate": dataclasses.asdict(run.keep_rate),
+        "keep_rate": asdict(run.keep_rate),
     }
     extra["eval_before"] = eval_before
     checkpoint.save_state(
