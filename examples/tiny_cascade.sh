@@ -20,7 +20,8 @@ N_PREF=${N_PREF:-600}                     # stages.data_pref.n=
 PREF_HOLDOUT=${PREF_HOLDOUT:-120}         # stages.data_pref.holdout=
 N_CHAT=${N_CHAT:-200}                     # stages.data_chat.n=
 CHAT_HOLDOUT=${CHAT_HOLDOUT:-32}          # stages.data_chat.holdout=
-N_RL=${N_RL:-400}                         # stages.data_{if,math,code,swe}.n=
+N_RL=${N_RL:-400}                         # stages.data_{if,math,code}.n=
+N_SWE=${N_SWE:-96}                        # stages.data_swe.n=
 HOLDOUT=${HOLDOUT:-128}                   # stages.data_{if,math,code,swe}.holdout=
 SFT_STEPS=${SFT_STEPS:-4000}              # stages.sft.max_steps=
 SFT_BATCH=${SFT_BATCH:-4}                 # stages.sft.batch_size=
@@ -73,8 +74,10 @@ cascade prepare-data --source tiny:pref --out "$RUN_DIR/data_pref" name=data_pre
 cascade prepare-data --source tiny:general --out "$RUN_DIR/data_chat" name=data_chat seed="$SEED" \
   n="$N_CHAT" holdout="$CHAT_HOLDOUT"
 for domain in if math code swe; do
+  n=$N_RL
+  [ "$domain" = swe ] && n=$N_SWE
   cascade prepare-data --source "tiny:$domain" --out "$RUN_DIR/data_$domain" name="data_$domain" seed="$SEED" \
-    n="$N_RL" holdout="$HOLDOUT"
+    n="$n" holdout="$HOLDOUT"
 done
 
 # 2. SFT from `tiny` (assistant-only loss); the held-out math prompts measure it before and after.
@@ -101,7 +104,8 @@ stop_after rlhf
 # shellcheck disable=SC2086
 cascade rlvr --domain if --init "$RUN_DIR/rlhf" --data "$RUN_DIR/data_if" --out "$RUN_DIR/if_rl" \
   name=if_rl seed="$SEED" eval_data="$RUN_DIR/data_if/heldout.jsonl" steps="$IF_RL_STEPS" \
-  prompts_per_step="$PROMPTS" group_size=8 max_response_len="$IF_RESPONSE_LEN" lr=8e-4 dynamic_filter=true $RL_ARGS
+  prompts_per_step="$PROMPTS" group_size=8 max_response_len="$IF_RESPONSE_LEN" lr=8e-4 dynamic_filter=true \
+  epoch_filter=true $RL_ARGS
 evaluate "$RUN_DIR/if_rl" if_rl
 stop_after if_rl
 
@@ -126,7 +130,7 @@ stop_after code_rl
 cascade rlvr --domain swe --init "$RUN_DIR/code_rl" --data "$RUN_DIR/data_swe" --out "$RUN_DIR/swe_rl" \
   name=swe_rl seed="$SEED" eval_data="$RUN_DIR/data_swe/heldout.jsonl" steps="$SWE_RL_STEPS" \
   prompts_per_step="$SWE_PROMPTS" group_size=16 max_response_len="$SWE_RESPONSE_LEN" temperature=1.0 lr=1e-4 \
-  dynamic_filter=true $RL_ARGS
+  dynamic_filter=true epoch_filter=true $RL_ARGS
 evaluate "$RUN_DIR/swe_rl" swe_rl
 
 finish

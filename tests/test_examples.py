@@ -23,7 +23,7 @@ NEMOTRON14B_PLAN = ["recipe", "plan", "recipes/nemotron14b.yaml", "run_dir=/shar
 
 # A short tiny cascade: the same overrides for the script (environment) and the recipe (dotlist).
 SHORT_ENV = {
-    "N_SFT": "48", "N_PREF": "16", "PREF_HOLDOUT": "4", "N_CHAT": "16", "CHAT_HOLDOUT": "4", "N_RL": "16", "HOLDOUT": "4",
+    "N_SFT": "48", "N_PREF": "16", "PREF_HOLDOUT": "4", "N_CHAT": "16", "CHAT_HOLDOUT": "4", "N_RL": "16", "N_SWE": "16", "HOLDOUT": "4",
     "SFT_STEPS": "4", "SFT_BATCH": "4", "SFT_EVAL_LIMIT": "4",
     "SFT_ARGS": "max_seq_len=256 threads=1 eval_max_new_tokens=24", "RM_ARGS": "max_steps=2",
     "RLHF_STEPS": "1", "IF_RL_STEPS": "1", "RL_STEPS": "1", "PROMPTS": "2", "IF_RESPONSE_LEN": "16",

@@ -104,20 +104,21 @@ def test_tiny_swe_benchmark_scores_its_references():
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_swe_rl_raises_heldout_reward_of_a_short_sft_model(cli, tmp_path, monkeypatch):
-    """SWE RL as recipes/tiny.yaml runs it (12 steps, 16 rollouts per prompt, 160-token patches) from a short
-    swe/code/math SFT base (batch 4, as the recipe's SFT): held-out greedy mean reward (Eq. 2) rises.
+    """SWE RL as recipes/tiny.yaml runs it (a pool of 96 issues, 12 steps, 16 rollouts per prompt, 160-token
+    patches, dynamic and epoch-level filtering) from a short swe/code/math SFT base (batch 4, as the recipe's
+    SFT): held-out greedy mean reward (Eq. 2) rises.
     About 8 minutes on one core."""
     monkeypatch.setenv("CASCADE_THREADS", "1")
     run = functools.partial(_run_ok, cli)
     run("prepare-data", "--source", "tiny:sft", "--out", str(tmp_path / "sft_data"), "n=12000",
         "mix.swe=0.4", "mix.code=0.3", "mix.math=0.3")  # fmt: skip
-    run("prepare-data", "--source", "tiny:swe", "--out", str(tmp_path / "swe"), "n=400", "holdout=64")
+    run("prepare-data", "--source", "tiny:swe", "--out", str(tmp_path / "swe"), "n=96", "holdout=64")
     run("sft", "--init", "tiny", "--data", str(tmp_path / "sft_data"), "--out", str(tmp_path / "sft"),
         "lr=3e-3", "min_lr=3e-4", "max_steps=3000", "batch_size=4", "bf16=false", "threads=1")  # fmt: skip
     run("rlvr", "--domain", "swe", "--init", str(tmp_path / "sft"), "--data", str(tmp_path / "swe"),
         "--out", str(tmp_path / "rl"), "--eval-data", str(tmp_path / "swe" / "heldout.jsonl"),
         "steps=12", "prompts_per_step=4", "group_size=16", "max_response_len=160", "temperature=1.0",
-        "lr=1e-4", "dynamic_filter=true", "seed=0")  # fmt: skip
+        "lr=1e-4", "dynamic_filter=true", "epoch_filter=true", "seed=0")  # fmt: skip
     metrics = json.loads((tmp_path / "rl" / "cascade_stage.json").read_text())["metrics"]
     before, after = metrics["heldout_reward_before"], metrics["heldout_reward_after"]
     assert metrics["heldout_n"] == 64
