@@ -32,7 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
-# recipes/tiny.yaml's IF-RL and SWE RL stages, but for the keys a comparison sets
+# recipes/tiny.yaml's IF-RL and SWE RL stages, but for the keys a comparison sets; `--compare oversample` runs
+# them without epoch filtering (rlvr's default), as its README row was measured
 STAGE_KEYS = {
     "if": ["prompts_per_step=8", "group_size=8", "max_response_len=128", "lr=8e-4"],
     "swe": ["prompts_per_step=4", "group_size=16", "max_response_len=160", "temperature=1.0", "lr=1e-4"],
