@@ -155,3 +155,20 @@ def test_eval_help_has_an_example() -> None:
     for command in ("eval", "report"):
         result = CliRunner().invoke(app, [command, "--help"])
         assert result.exit_code == 0 and "Example:" in result.output
+
+
+def test_eval_plans_its_tokens_so_auto_takes_vllm_for_a_full_benchmark_on_cpu(shared_data: Path) -> None:
+    """`cascade eval` hands `auto` the tokens it will generate: a full IFEval pass of a 135M model on a CPU
+    pays back vLLM's engine start; four prompts do not."""
+    from cascade_cli.config.eval import EvalSettings
+    from cascade_cli.engines.local.rollout_backend import pick_backend
+    from cascade_cli.evaluation.benchmarks import resolve_benchmarks
+    from cascade_cli.evaluation.run import planned_tokens
+
+    specs = resolve_benchmarks(["ifeval"], None, None)
+    full = EvalSettings(k=1, max_tokens=512)
+    rows = {bench.name: bench.rows(None) for bench in specs}
+    assert planned_tokens(specs, rows, full) == 541 * 512
+    assert pick_backend(135_000_000, "cpu", planned_tokens(specs, rows, full), vllm_installed=True) == "vllm"
+    few = {bench.name: bench.rows(4) for bench in specs}
+    assert pick_backend(135_000_000, "cpu", planned_tokens(specs, few, full), vllm_installed=True) == "hf"

@@ -579,3 +579,23 @@ def test_generated_texts_get_the_reference_verdicts(instruction_id: str) -> None
         assert (evaluation.strict, evaluation.loose) == (reference["strict"], reference["loose"]), repr(text)
 
     check()
+
+
+def test_fraction_reward_pays_the_share_of_instructions_followed() -> None:
+    """`reward: fraction` (`-O if.reward=fraction`): the share of instructions followed, strict; `passed` still
+    means all of them; the default stays all-or-nothing."""
+    from cascade_cli.verifiers.instruction.verifier import InstructionVerifier
+
+    label = {
+        "instruction_id_list": ["punctuation:no_comma", "change_case:english_lowercase", "detectable_format:title"],
+        "kwargs": [{}, {}, {}],
+    }
+    text = "the weather is lovely today and we are going to walk in the park"
+    record = {"id": "x", "prompt": "p", "response": text + ", then home", "label": label, "domain": "if"}
+    fraction = InstructionVerifier(reward="fraction").verify_one(record)
+    assert fraction.reward == pytest.approx(1 / 3) and not fraction.passed
+    assert InstructionVerifier().verify_one(record).reward == 0.0
+    followed = {**record, "response": f"<<a walk>> {text}"}
+    assert InstructionVerifier(reward="fraction").verify_one(followed).reward == 1.0
+    with pytest.raises(ValueError, match="reward: expected one of all, fraction"):
+        InstructionVerifier(reward="half")

@@ -20,6 +20,7 @@ from cascade_cli.errors import CascadeUsageError
 # The paper's mode per RLVR domain: IF-RL in non-thinking mode, math / code / swe in thinking mode.
 DOMAIN_MODES = {"if": "no_think", "math": "think", "code": "think", "swe": "think"}
 PROMPT_MODES = ("think", "no_think", "half", "row")
+ROLLOUT_DTYPES = ("auto", "float32", "bfloat16")
 
 
 @dataclass
@@ -41,9 +42,17 @@ class RolloutConfig:
     # auto | hf | vllm. auto: hf for small models; vllm on a GPU, and on a CPU when the stage's rollout tokens
     # pay back vLLM's engine start (engines/local/rollout_backend.py).
     backend: str = "auto"
+    # vLLM engine dtype: auto (bf16 where the device computes bf16 natively, else float32) | float32 | bfloat16
+    dtype: str = "auto"
     max_batch_size: int = 512  # sequences per hf generation batch
     # Verify finished chunks of groups in a background thread while the next chunk generates.
     chunk_prompts: int = 0  # prompts per generation chunk; 0 = the whole step at once (no overlap)
+
+    def __post_init__(self) -> None:
+        if self.dtype not in ROLLOUT_DTYPES:
+            raise CascadeUsageError(
+                f"rollout.dtype: expected one of {', '.join(ROLLOUT_DTYPES)}, found {self.dtype!r}"
+            )
 
 
 @dataclass

@@ -53,6 +53,15 @@ def _check_verifiers(groups: list[tuple[str, str]]) -> None:
             raise CascadeUsageError(f"benchmark {name}: {problem}")
 
 
+def planned_tokens(specs: list[Benchmark], rows_by_name: dict[str, list[Any]], settings: EvalSettings) -> int:
+    """Every answer of the evaluation at full length: what `rollout.backend: auto` weighs against vLLM's
+    engine start (engines/local/rollout_backend.py)."""
+    return sum(
+        len(rows_by_name[bench.name]) * (settings.k or bench.default_k) * (settings.max_tokens or bench.default_max_tokens)
+        for bench in specs
+    )
+
+
 def write_results(out_dir: str | Path, results: dict[str, Any], samples: list[dict[str, Any]]) -> Path:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -92,7 +101,10 @@ def evaluate_checkpoint(
     from cascade_cli.engines.local.generation import Generator
 
     started = time.time()
-    generator = Generator(str(model_dir), backend=settings.backend, seed=settings.seed)
+    generator = Generator(
+        str(model_dir), backend=settings.backend, seed=settings.seed,
+        planned_tokens=planned_tokens(specs, rows_by_name, settings),
+    )
     results: dict[str, Any] = {}
     samples: list[dict[str, Any]] = []
     try:

@@ -12,7 +12,8 @@ Backends:
   state can be checkpointed. `Generator.from_model(model, tokenizer)` shares the trainer's torch module:
   weight updates are then free.
 - `vllm`: vLLM's offline `LLM` in this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`) so that weights can be
-  reloaded in place after each step. On CPU the KV cache is kept small (`VLLM_CPU_KVCACHE_SPACE`, GiB).
+  reloaded in place after each step. One engine serves every generator of the process (vllm_engine.py: the
+  evaluations and RL stages of a recipe run reload their weights into it instead of starting another).
   Per-request seeds break the CPU engine, so the in-process engine samples from the global RNGs (torch,
   python, numpy); the generator keeps their state as its own (swapped in around each `generate`, starting from `seed`),
   which makes vLLM rollouts independent of the trainer's RNG use and their state checkpointable too.
@@ -31,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +40,7 @@ from typing import Any, Literal
 import torch
 
 from cascade_cli.chat import IM_END
+from cascade_cli.engines.local import vllm_engine
 from cascade_cli.engines.local.checkpoint import rng_state as global_rng_state
 from cascade_cli.engines.local.checkpoint import set_rng_state as set_global_rng_state
 from cascade_cli.engines.local.fast_attention import (
@@ -182,18 +183,16 @@ class Generator:
     @classmethod
     def for_policy(
         cls, policy: Any, tokenizer: Any, model_dir: str, *, backend: str, seed: int, max_batch_size: int,
-        bf16: bool = False, planned_tokens: int | None = None,
+        bf16: bool = False, planned_tokens: int | None = None, vllm_dtype: str = "auto",
     ) -> Generator:
-        """A trainer's rollout engine: hf shares `policy` (bf16: under autocast); vLLM loads `model_dir` in the
-        policy's dtype and gets its current weights. `auto` decides by the rule in rollout_backend.py with the
-        stage's `planned_tokens`."""
-        weight = next(policy.parameters())
-        device = str(weight.device)
+        """A trainer's rollout engine: hf shares `policy` (bf16: under autocast); vLLM is the process's engine
+        (vllm_engine.py) in `vllm_dtype` (auto: bf16 where the device has it natively), given the policy's
+        current weights. `auto` decides by the rule in rollout_backend.py with the stage's `planned_tokens`."""
+        device = str(next(policy.parameters()).device)
         if resolve_backend(backend, model_dir, device, planned_tokens) == "hf":
             return cls.from_model(policy, tokenizer, seed=seed, max_batch_size=max_batch_size, bf16=bf16)
-        dtype = str(weight.dtype).removeprefix("torch.")
         generator = cls(
-            model_dir, backend="vllm", seed=seed, device=device, dtype=dtype, max_batch_size=max_batch_size
+            model_dir, backend="vllm", seed=seed, device=device, dtype=vllm_dtype, max_batch_size=max_batch_size
         )
         generator.update_weights(merged_state_dict(policy))  # plain HF names, LoRA folded in
         return generator
@@ -220,27 +219,13 @@ class Generator:
         self.pad_id = pad if pad is not None else (tokenizer.eos_token_id or 0)
 
     def _init_vllm(self, dtype: str, max_model_len: int | None, extra: dict[str, Any]) -> None:
-        # In-process engine: needed for in-place weight reloads (and avoids spawning workers).
-        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-        on_cpu = not self.device.startswith("cuda")
-        if on_cpu:
-            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-            # Compute on this process's torch threads (a trainer's too), not a pool of all cores but one.
-            os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
         from transformers import AutoTokenizer
-        from vllm import LLM
 
-        kwargs: dict[str, Any] = {"model": self.model_dir, "seed": self.seed, "dtype": dtype}
-        if max_model_len is not None:
-            kwargs["max_model_len"] = max_model_len
-        if on_cpu:
-            kwargs["gpu_memory_utilization"] = 0.15
-        else:
-            kwargs["gpu_memory_utilization"] = 0.5
-            kwargs["enable_sleep_mode"] = False
-        kwargs.update(extra)
         outer = global_rng_state()
-        self._llm = LLM(**kwargs)
+        self._llm = vllm_engine.acquire(
+            self.model_dir, dtype=vllm_engine.resolve_dtype(dtype, self.device), max_model_len=max_model_len, device=self.device, seed=self.seed,
+            options=extra,
+        )
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
         torch.manual_seed(self.seed)  # vLLM seeds at start-up too; this makes the state ours, whatever it does
         self._engine_rng = global_rng_state()
@@ -295,9 +280,8 @@ class Generator:
                 return  # the same tensors: the generator shares the trainer's module
             self.model.load_state_dict(dict(items), strict=False)
             return
-        worker = self._llm.llm_engine.model_executor.driver_worker.worker
-        worker.reload_weights(weights_iterator=[(name, t.detach()) for name, t in items])
-        self._llm.reset_prefix_cache()
+        vllm_engine.reload_weights(self._llm, [(name, t.detach()) for name, t in items])
+        vllm_engine.weights_pushed(self._llm)
 
     def rng_state(self) -> Any:
         """The sampler's RNG state, for exact resume (hf: its `torch.Generator`; vLLM: the engine's)."""
@@ -312,11 +296,9 @@ class Generator:
             self._engine_rng = dict(state)
 
     def close(self) -> None:
-        if self._llm is not None:
-            llm, self._llm = self._llm, None
-            with contextlib.suppress(Exception):  # best effort: engine internals differ across versions
-                llm.llm_engine.engine_core.shutdown()
-            del llm
+        """Drop this generator's hold on its model; the process's vLLM engine stays for the next generator
+        (vllm_engine.py), and is shut down when one needs another architecture or the process ends."""
+        self._llm = None
         self.model = None
 
     def __enter__(self) -> Generator:

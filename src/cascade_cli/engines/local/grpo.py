@@ -481,7 +481,7 @@ def run_grpo(
             run.keep_rate = KeepRate(**begin.extra.get("keep_rate", {}))
         run.generator = Generator.for_policy(
             run.policy, run.tokenizer, run.init, backend=config.rollout.backend, seed=config.seed,
-            max_batch_size=config.rollout.max_batch_size,  # rollouts stay fp32: precision.py
+            max_batch_size=config.rollout.max_batch_size, vllm_dtype=config.rollout.dtype,
             planned_tokens=precision.planned_rollout_tokens(config, run.phases),
         )
         run.generator.set_rng_state(begin.extra.get("generator_rng"))
@@ -503,7 +503,7 @@ def run_rlvr(config: RLVRConfig) -> dict[str, Any]:
     options = dict(config.verifier_options)
     try:
         verifier = load_verifier(config.domain, options)  # the cached instance scoring uses
-    except TypeError as error:
+    except (TypeError, ValueError) as error:
         raise CascadeUsageError(
             f"verifier_options: not accepted by the {config.domain} verifier ({error})"
         ) from None

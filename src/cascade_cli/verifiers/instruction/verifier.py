@@ -130,8 +130,13 @@ def accuracy(evaluations: Iterable[Evaluation]) -> dict[str, float]:
     }
 
 
+REWARDS = ("all", "fraction")
+
+
 class InstructionVerifier(Verifier):
-    """Domain `if`: reward 1 when every instruction passes in strict mode, else 0.
+    """Domain `if`: reward 1 when every instruction passes in strict mode, else 0 (`reward="all"`, the
+    paper's); `reward="fraction"` pays the fraction of instructions followed (strict) instead, a denser signal
+    for a weak model whose groups would otherwise mostly all fail. `passed` is all-pass either way.
 
     `details.verdict`: pass | fail | empty (the empty rule above: every instruction fails).
 
@@ -140,8 +145,11 @@ class InstructionVerifier(Verifier):
 
     domain = "if"
 
-    def __init__(self, loose: bool = True) -> None:
+    def __init__(self, loose: bool = True, reward: str = "all") -> None:
+        if reward not in REWARDS:
+            raise ValueError(f"reward: expected one of {', '.join(REWARDS)}, found {reward!r}")
         self.loose = loose
+        self.reward = reward
 
     def check_label(self, label: Any) -> str | None:
         try:
@@ -166,4 +174,8 @@ class InstructionVerifier(Verifier):
             ],
         }
         passed = evaluation.prompt_strict
-        return Score(reward=1.0 if passed else 0.0, passed=passed, details=details)
+        if self.reward == "fraction":
+            reward = sum(evaluation.strict) / len(evaluation.strict)
+        else:
+            reward = 1.0 if passed else 0.0
+        return Score(reward=reward, passed=passed, details=details)
