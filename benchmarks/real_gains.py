@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import time
@@ -35,16 +36,41 @@ BOOTSTRAP_DRAWS = 2000
 
 
 def run_seed(recipe: str, seed: int, out: Path, max_tokens: int, overrides: list[str]) -> None:
+    """`cascade recipe run` for one seed, its output copied line by line to OUT/seedS.log and to this
+    terminal, so a run in the background shows its progress (`recipe run` prints a plain line per step and
+    per evaluated benchmark when its output is not a terminal)."""
     run_dir = out / f"seed{seed}"
     argv = [sys.executable, "-m", "cascade_cli", "recipe", "run", recipe, f"seed={seed}", f"run_dir={run_dir}"]
     argv += ["eval.after_each_stage=true", "eval.limit=null", "eval.k=1", "eval.temperature=0.0"]
     argv += [f"eval.max_tokens={max_tokens}", *overrides]
     out.mkdir(parents=True, exist_ok=True)
-    with open(out / f"seed{seed}.log", "w") as log:
-        print(f"seed {seed}: {' '.join(argv[2:])}  (log: {out}/seed{seed}.log)", flush=True)
-        code = subprocess.call(argv, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
+    print(f"seed {seed}: {' '.join(argv[2:])}  (log: {out}/seed{seed}.log)", flush=True)
+    with open(out / f"seed{seed}.log", "a") as log:
+        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ))
+        assert process.stdout is not None
+        for line in process.stdout:
+            log.write(line)
+            log.flush()
+            print(f"[seed {seed}] {line}", end="", flush=True)
+        code = process.wait()
     if code != 0:
         sys.exit(f"seed {seed} failed (exit {code}); see {out}/seed{seed}.log")
+
+
+def share_base_evaluation(first: Path, run_dir: Path) -> None:
+    """Give a seed's run the base model's evaluation of the first seed's run: the same starting model, the
+    same greedy evaluation config (the recipe's seed is not part of it), so `recipe run` skips it as done
+    instead of generating the same answers again. Nothing is shared when the first run has no finished
+    base evaluation or the seed's run has one of its own."""
+    source = json.loads((first / "run.json").read_text()).get("base") if (first / "run.json").is_file() else None
+    manifest_path = run_dir / "run.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {"stages": {}}
+    if not source or source.get("eval") != "completed" or manifest.get("base"):
+        return
+    shutil.copytree(first / "eval" / "base", run_dir / "eval" / "base", dirs_exist_ok=True)
+    manifest["base"] = {**source, "shared_from": str(first)}
+    manifest_path.write_text(json.dumps(manifest, indent=2) + "\n")
+    print(f"{run_dir}: base evaluation shared from {first} (same model, same greedy evaluation)", flush=True)
 
 
 def per_problem(samples: Path) -> dict[str, dict[str, float]]:
@@ -151,11 +177,15 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("runs/real_gains"))
     parser.add_argument("--max-tokens", type=int, default=512)
     parser.add_argument("--report-only", action="store_true", help="read the runs already in --out")
+    parser.add_argument("--no-shared-base", action="store_true",
+                        help="evaluate the base model in every seed's run (default: once, in the first seed's)")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
     began = time.perf_counter()
     if not args.report_only:
         for seed in args.seeds:
+            if seed != args.seeds[0] and not args.no_shared_base:
+                share_base_evaluation(args.out / f"seed{args.seeds[0]}", args.out / f"seed{seed}")
             run_seed(args.recipe, seed, args.out, args.max_tokens, args.overrides)
     tables = {seed: seed_table(args.out / f"seed{seed}") for seed in args.seeds}
     text = f"# {args.recipe}: greedy (k = 1), 95% bootstrap intervals over problems\n\n" + render(tables)

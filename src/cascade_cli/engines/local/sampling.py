@@ -10,12 +10,17 @@ from cascade_cli.data.pass_rate import Sampler
 
 def generator_sampler(config: Any) -> tuple[Sampler, Callable[[], None]]:
     """(sample(prompts, n) -> [[(text, finish_reason), ...], ...], close) for the config's checkpoint."""
+    from cascade_cli.data.io import load_canonical
     from cascade_cli.engines.local.generation import Generator
+    from cascade_cli.records import resolve_rows_path
     from cascade_cli.tiny import is_embedded_spec, resolve_model
 
     init = str(config.init)
     model = str(resolve_model(init)) if is_embedded_spec(init) else init
-    generator = Generator(model, backend=config.backend, seed=config.seed)
+    rows = len(load_canonical(resolve_rows_path(config.data))[: config.limit])
+    # every sample at full length: what `auto` weighs against vLLM's engine start
+    planned = rows * config.k * config.max_new_tokens
+    generator = Generator(model, backend=config.backend, seed=config.seed, planned_tokens=planned)
 
     def sample(prompts: list[str], n: int) -> list[list[tuple[str, str]]]:
         groups = generator.generate(
