@@ -252,7 +252,11 @@ def _build_argv(spec: SandboxSpec) -> tuple[list[str], dict[str, Any]]:
         "--die-with-parent",
         "--new-session",
         "--clearenv",
+        # The harness keeps these two, inside the sandbox's user namespace only, to give every run its own
+        # network, IPC and mount namespaces; each run drops them before the program starts (runner.py).
         "--cap-drop", "ALL",
+        "--cap-add", "CAP_SYS_ADMIN",
+        "--cap-add", "CAP_NET_ADMIN",
     ]  # fmt: skip
     for name, value in SANDBOX_ENV.items():
         argv += ["--setenv", name, value]
@@ -310,7 +314,7 @@ class Sandbox:
 
     # -- protocol --------------------------------------------------------------------------------------
     def start_job(self, job: dict[str, Any]) -> None:
-        job = {**job, "nonce": self.nonce, "sandboxed": self.spec.sandboxed}
+        job = {**job, "nonce": self.nonce, "sandboxed": self.spec.sandboxed, "tmpfs_bytes": self.spec.tmpfs_mb << 20}
         job["workdir"] = self._workdir or SANDBOX_WORKDIR
         self._write((json.dumps(job) + "\n").encode())
 
