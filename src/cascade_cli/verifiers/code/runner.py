@@ -9,10 +9,9 @@ Why fork per test: a fresh interpreter state per test at the cost of a fork (abo
 descriptors 0/1/2 (`open(0).read()` works), and a child that can be killed with everything it started.
 The modules imported below are preimported once, so children get them for free.
 
-Each run (one program on one test) starts fresh although the harness stays warm: in the sandbox the child
-enters its own network, IPC and mount namespaces, mounts a new tmpfs as its working dir and /dev/shm, brings
-up its own loopback and drops every capability before the program's first line; when it ends, init (the
-harness) kills whatever it started. So no socket, port, file, IPC object or process reaches the next run.
+Each run (one program on one test) starts fresh although the harness stays warm: sandboxed, it gets network
+and IPC namespaces and tmpfs directories of its own (isolation.py), and init (the harness) kills whatever it
+started before the next run.
 """
 
 # Preimported for the children (copy-on-write after fork): what solutions import most.
@@ -20,7 +19,6 @@ import bisect  # noqa: F401
 import builtins
 import collections  # noqa: F401
 import contextlib
-import ctypes
 import functools  # noqa: F401
 import heapq  # noqa: F401
 import io
@@ -37,17 +35,18 @@ import sys
 import time
 import typing  # noqa: F401
 
+# isolation.py lies beside this file in the sandbox; `python -P` keeps this directory off sys.path.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from isolation import LIBC, FreshRuns, drop_capabilities  # noqa: E402
+
+del sys.path[0]
+
 EXIT_MEMORY = 86
 EXIT_OUTPUT = 87
 EXIT_WRONG = 88  # an assert-format check failed its own assertion
 RESULT_OK_MARK = b"\x00cascade-ok\x00"
 
-LIBC = ctypes.CDLL(None, use_errno=True)
-CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWNET = 0x00020000, 0x08000000, 0x40000000
-MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
-SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
-PR_SET_DUMPABLE, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 4, 47, 4
-CAPABILITY_VERSION_3 = 0x20080522
+PR_SET_DUMPABLE = 4
 
 
 def _site_exit(code: object = None) -> None:
@@ -61,42 +60,6 @@ builtins.exit = builtins.quit = _site_exit
 def _make_non_dumpable() -> None:
     # A non-dumpable harness cannot be ptrace'd or have /proc/<pid>/mem, /proc/<pid>/fd opened by its children.
     LIBC.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-
-
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        error = ctypes.get_errno()
-        raise OSError(error, f"{what}: {os.strerror(error)}")
-
-
-def _isolate_run(job: dict) -> None:
-    """Give this run (the forked child) namespaces and writable directories of its own, then drop every
-    capability. The harness holds CAP_SYS_ADMIN and CAP_NET_ADMIN (inside the sandbox's user namespace) for
-    this alone; no_new_privs, set by bwrap, keeps an exec from regaining any."""
-    _check(LIBC.unshare(CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWNS), "unshare net, ipc and mount namespaces")
-    _check(LIBC.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make the mounts private")
-    options = f"size={job['tmpfs_bytes']},mode=0755".encode()
-    for path in (job["workdir"], "/dev/shm"):
-        _check(LIBC.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options), f"mount {path}")
-    _loopback_up()
-    LIBC.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-    no_capabilities = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable; capabilities 0-31, 32-63
-    _check(LIBC.capset((ctypes.c_uint32 * 2)(CAPABILITY_VERSION_3, 0), no_capabilities), "drop capabilities")
-
-
-def _loopback_up() -> None:
-    """A new network namespace has one interface, lo, and it is down."""
-    fd = LIBC.socket(2, 2, 0)  # AF_INET, SOCK_DGRAM: any socket takes interface ioctls
-    if fd < 0:
-        _check(-1, "socket")
-    try:
-        request = ctypes.create_string_buffer(b"lo", 40)  # struct ifreq: char name[16], then short flags
-        _check(LIBC.ioctl(fd, SIOCGIFFLAGS, request), "read the flags of lo")
-        flags = int.from_bytes(request.raw[16:18], sys.byteorder) | IFF_UP
-        request[16:18] = flags.to_bytes(2, sys.byteorder)
-        _check(LIBC.ioctl(fd, SIOCSIFFLAGS, request), "bring lo up")
-    finally:
-        os.close(fd)
 
 
 def _read_line(buffer: bytearray) -> bytes:
@@ -197,10 +160,10 @@ def _child(job: dict, test: object, fds: tuple[int, int, int, int]) -> None:
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
         if job["sandboxed"]:
             try:
-                _isolate_run(job)
+                drop_capabilities()
             except OSError as error:
-                os.write(2, f"sandbox: cannot isolate this run: {error}\n".encode())
-                os._exit(1)
+                os.write(2, f"sandbox: {error}\n".encode())
+                raise  # the program never runs
         os.chdir(job["workdir"])
         # newline="\n" is what CPython gives sys.std* on POSIX: lines split at \n, no \r or \r\n translation
         # (the default newline=None would turn "a\rb\r\nc" into "a\nb\nc" and change character counts).
@@ -360,16 +323,20 @@ def _status(
     return "ok"
 
 
-def _run_test(job: dict, index: int, test: object) -> dict:
+def _run_test(job: dict, index: int, test: object, fresh: FreshRuns | None) -> dict:
     limits = job["limits"]
     # surrogateescape: a label can carry non-UTF-8 input bytes as lone surrogates (U+DC80..U+DCFF, Python's
     # convention for undecodable bytes), which arrive as the original bytes.
     stdin_data = test.encode("utf-8", "surrogateescape") if job["kind"] == "stdio" else b""
     fds = (_memfd("stdin", stdin_data), _memfd("stdout"), _memfd("stderr"), _memfd("result"))
+    if fresh is not None:
+        fresh.take()
     started = time.monotonic()
     pid = os.fork()
     if pid == 0:
         _child(job, test, fds)
+    if fresh is not None:
+        fresh.renew_namespaces()  # for the next run, while this one runs in the namespaces it was forked in
     status, rusage, timed_out = _wait(pid, float(limits["wall_s"]))
     wall = time.monotonic() - started
     _kill_leftovers(job, pid)
@@ -400,9 +367,14 @@ def _run_test(job: dict, index: int, test: object) -> dict:
 
 
 def main() -> None:
-    """Serve jobs until stdin closes. After each test the program's processes are killed; unsandboxed, its
-    working dir is wiped too (sandboxed, each run has had a tmpfs of its own, gone with its mount namespace)."""
+    """Serve jobs until stdin closes. After each test the program's processes are killed; then, sandboxed,
+    the next run's tmpfs directories are mounted while the host judges this one (unsandboxed: the working
+    dir is wiped)."""
     _make_non_dumpable()
+    fresh = FreshRuns(sys.argv[2], int(sys.argv[3])) if sys.argv[1:2] == ["--fresh-runs"] else None
+    if fresh is not None:  # the first run's, before its job comes
+        fresh.renew_namespaces()
+        fresh.renew_mounts()
     buffer = bytearray()
     while True:
         try:
@@ -410,10 +382,12 @@ def main() -> None:
         except EOFError:
             return
         for index, test in enumerate(job["tests"]):
-            message = _run_test(job, index, test)
-            if not job["sandboxed"]:
+            message = _run_test(job, index, test, fresh)
+            if fresh is None:
                 _clean_workdir(job["workdir"])
             _send(job["nonce"], message)
+            if fresh is not None:
+                fresh.renew_mounts()
             try:
                 if _read_line(buffer).strip() != b"next":
                     break

@@ -32,8 +32,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-HARNESS_SOURCE = Path(__file__).with_name("runner.py")
-SANDBOX_HARNESS = "/cascade/harness.py"
+# The harness and the module it imports, as they are named in the sandbox's /cascade.
+HARNESS_FILES = {
+    "harness.py": Path(__file__).with_name("runner.py"),
+    "isolation.py": Path(__file__).with_name("isolation.py"),
+}
+SANDBOX_HARNESS_DIR = "/cascade"
+SANDBOX_HARNESS = f"{SANDBOX_HARNESS_DIR}/harness.py"
 SANDBOX_WORKDIR = "/tmp"
 NOBODY = 65534
 # Paths every dynamically linked interpreter needs; bound read-only when they exist.
@@ -137,6 +142,24 @@ def _write_once(path: Path, data: bytes) -> Path:
     return path
 
 
+def _harness_dir() -> Path:
+    """A world-readable copy of the harness files in the cache, named by their contents."""
+    sources = {name: path.read_bytes() for name, path in HARNESS_FILES.items()}
+    key = hashlib.sha256(b"".join(name.encode() + data for name, data in sources.items())).hexdigest()[:16]
+    target = _cache_root() / f"harness-{key}"
+    if target.is_dir():
+        return target
+    staging = Path(tempfile.mkdtemp(prefix=".harness-", dir=_cache_root()))
+    for name, data in sources.items():
+        _write_once(staging / name, data)
+    os.chmod(staging, 0o755)
+    try:
+        os.rename(staging, target)
+    except OSError:  # another process finished first
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
 def _etc_file(name: str, text: str) -> Path:
     """A generated /etc file in the cache (world-readable, so the unprivileged sandbox uid can read it too)."""
     data = text.encode()
@@ -219,12 +242,9 @@ def _argv_cache(spec: SandboxSpec) -> tuple[list[str], dict[str, Any]]:
 
 def _build_argv(spec: SandboxSpec) -> tuple[list[str], dict[str, Any]]:
     python = Path(os.path.realpath(spec.python or sys.executable))
-    harness = _write_once(
-        _cache_root() / f"harness-{hashlib.sha256(HARNESS_SOURCE.read_bytes()).hexdigest()[:16]}.py",
-        HARNESS_SOURCE.read_bytes(),
-    )
+    harness_dir = _harness_dir()
     if not spec.sandboxed:
-        return [str(python), *_python_flags(), str(harness)], {
+        return [str(python), *_python_flags(), str(harness_dir / "harness.py")], {
             "env": dict(SANDBOX_ENV),
             "start_new_session": True,
         }
@@ -271,7 +291,7 @@ def _build_argv(spec: SandboxSpec) -> tuple[list[str], dict[str, Any]]:
     for name, text in SANDBOX_ETC.items():
         argv += ["--ro-bind", str(_etc_file(name, text)), f"/etc/{name}"]
     argv += [
-        "--ro-bind", str(harness), SANDBOX_HARNESS,
+        "--ro-bind", str(harness_dir), SANDBOX_HARNESS_DIR,
         "--proc", "/proc",
         "--dev", "/dev",
         "--remount-ro", "/dev",  # bwrap's /dev is an unbounded tmpfs: only /dev/shm (bounded) stays writable
@@ -280,6 +300,7 @@ def _build_argv(spec: SandboxSpec) -> tuple[list[str], dict[str, Any]]:
         "--remount-ro", "/",
         "--chdir", SANDBOX_WORKDIR,
         str(prefix / "bin" / python.name), *_python_flags(), SANDBOX_HARNESS,
+        "--fresh-runs", SANDBOX_WORKDIR, str(spec.tmpfs_mb << 20),
     ]  # fmt: skip
     return argv, popen
 
@@ -314,7 +335,7 @@ class Sandbox:
 
     # -- protocol --------------------------------------------------------------------------------------
     def start_job(self, job: dict[str, Any]) -> None:
-        job = {**job, "nonce": self.nonce, "sandboxed": self.spec.sandboxed, "tmpfs_bytes": self.spec.tmpfs_mb << 20}
+        job = {**job, "nonce": self.nonce, "sandboxed": self.spec.sandboxed}
         job["workdir"] = self._workdir or SANDBOX_WORKDIR
         self._write((json.dumps(job) + "\n").encode())
 
