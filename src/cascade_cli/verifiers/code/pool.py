@@ -1,8 +1,9 @@
 """A warm pool of sandboxes: started ahead of use, each serving several programs before it is replaced.
 
 Starting bwrap + python costs tens of milliseconds; forking a test child inside a running harness costs about
-one. So a sandbox serves up to `programs_per_sandbox` programs (the harness kills every leftover process and
-wipes the writable directories between tests), and is replaced at once when it crashed or timed out.
+one. So a sandbox serves up to `programs_per_sandbox` programs (each run, one program on one test, gets network
+and IPC namespaces and tmpfs directories of its own, and its processes are killed after it: sandbox.py), and
+is replaced at once when it crashed or timed out.
 `programs_per_sandbox=1` gives every program a brand-new sandbox.
 
 bwrap's --die-with-parent follows the *thread* that started it, so all sandboxes are started by one

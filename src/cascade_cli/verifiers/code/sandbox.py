@@ -1,10 +1,22 @@
 """Start the harness (runner.py) inside a bubblewrap sandbox and talk to it.
 
-The sandbox: every namespace unshared (user, pid, net, ipc, uts, cgroup, mount), a fresh size-limited tmpfs
-as `/` and as the working dir, read-only binds of what the interpreter needs and nothing else, an empty
-environment, die-with-parent and a new session. rlimits are applied by the harness in each test's child.
-A generated /etc/hosts and /etc/nsswitch.conf make `localhost` resolve to the sandbox's own loopback (the
-network namespace has nothing else: a program can serve and connect to itself, never reach the host).
+The sandbox: every namespace unshared (user, pid, net, ipc, uts, cgroup, mount), a size-limited tmpfs as `/`,
+read-only binds of what the interpreter needs and nothing else, an empty environment, die-with-parent and a
+new session. A generated /etc/hosts and /etc/nsswitch.conf make `localhost` resolve to the loopback of the
+run's own network namespace (which has nothing else: a program can serve and connect to itself, never reach
+the host).
+
+A sandbox stays warm across programs (pool.py); what each run (one program on one test) gets for itself
+and what a worker's runs share:
+- per run: a network namespace (loopback up, no other interface), an IPC namespace (System V objects,
+  POSIX message queues), a new tmpfs as the working dir `/tmp` and as `/dev/shm`, a forked process with
+  the harness's environment, rlimits and no capabilities; when it ends, init (the harness) kills every
+  process it started. Nothing of one run (a port in TIME_WAIT, a file, an IPC object, a process, an
+  environment change) reaches the next (isolation.py makes them ahead, off the run's path);
+- per worker: the harness process (the run is forked from it: preimported modules, copy-on-write, read
+  only to the run), the user, pid, uts and cgroup namespaces (pids keep counting up; nothing of a run is
+  left in them), the read-only root with its binds. The harness keeps CAP_SYS_ADMIN and CAP_NET_ADMIN in
+  the sandbox's user namespace to make each run's namespaces; the run drops them before the program starts.
 
 Running as root needs one more step: RLIMIT_NPROC is never enforced for host uid 0, so as root we start
 bwrap as an unprivileged uid (nobody). That uid cannot read an interpreter under /root (pyenv's default), so
