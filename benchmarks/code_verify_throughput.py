@@ -15,9 +15,10 @@ sandboxed trivial-program executions per second, with sandboxes reused (default)
 sandbox per program.
 
 `--baseline-src DIR` compares this checkout's verifier with another version of it instead (DIR is the `src`
-of, say, `git worktree add /tmp/base main`): the two run in turn, one child process each, `--repeats` times,
-on the same HumanEval batch (warm pool) and trivial programs (reused sandboxes); printed: the best of each
-side and the ratios this/baseline (above 1.0 is a loss).
+of, say, `git worktree add /tmp/base main`): each version in a child process of its own with warm verifiers,
+the two timed back to back on the same HumanEval batch and trivial programs (reused sandboxes), `--repeats`
+times (20 is a good number on a shared machine); printed: the best of each side, and per figure the median
+and quartiles of the pairs' ratios this/baseline (above 1.0 is a loss).
 """
 
 from __future__ import annotations

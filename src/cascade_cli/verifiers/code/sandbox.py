@@ -2,21 +2,17 @@
 
 The sandbox: every namespace unshared (user, pid, net, ipc, uts, cgroup, mount), a size-limited tmpfs as `/`,
 read-only binds of what the interpreter needs and nothing else, an empty environment, die-with-parent and a
-new session. A generated /etc/hosts and /etc/nsswitch.conf make `localhost` resolve to the loopback of the
-run's own network namespace (which has nothing else: a program can serve and connect to itself, never reach
-the host).
+new session. A generated /etc/hosts and /etc/nsswitch.conf make `localhost` the run's own loopback (its
+network namespace has nothing else: a program can serve and connect to itself, never reach the host).
 
-A sandbox stays warm across programs (pool.py); what each run (one program on one test) gets for itself
-and what a worker's runs share:
-- per run: a network namespace (loopback up, no other interface), an IPC namespace (System V objects,
-  POSIX message queues), a new tmpfs as the working dir `/tmp` and as `/dev/shm`, a forked process with
-  the harness's environment, rlimits and no capabilities; when it ends, init (the harness) kills every
-  process it started. Nothing of one run (a port in TIME_WAIT, a file, an IPC object, a process, an
-  environment change) reaches the next (isolation.py makes them ahead, off the run's path);
-- per worker: the harness process (the run is forked from it: preimported modules, copy-on-write, read
-  only to the run), the user, pid, uts and cgroup namespaces (pids keep counting up; nothing of a run is
-  left in them), the read-only root with its binds. The harness keeps CAP_SYS_ADMIN and CAP_NET_ADMIN in
-  the sandbox's user namespace to make each run's namespaces; the run drops them before the program starts.
+A sandbox stays warm across programs (pool.py). What each run (one program on one test) has to itself:
+a network namespace (loopback up, no other interface), an IPC namespace, a new tmpfs as the working dir
+`/tmp` and as `/dev/shm`, a process forked from the harness with its environment, rlimits and no
+capabilities; when the run ends, init (the harness) kills every process it started. So nothing of one run
+(a port in TIME_WAIT, a file, an IPC object, a process, an environment change) reaches the next; isolation.py
+makes them ahead of the run. What a worker's runs share: the harness process (read-only to them), the user,
+pid, uts and cgroup namespaces (pids keep counting up) and the read-only root. The harness keeps
+CAP_SYS_ADMIN and CAP_NET_ADMIN in the sandbox's user namespace to make each run's namespaces.
 
 Running as root needs one more step: RLIMIT_NPROC is never enforced for host uid 0, so as root we start
 bwrap as an unprivileged uid (nobody). That uid cannot read an interpreter under /root (pyenv's default), so
@@ -154,6 +150,15 @@ def _write_once(path: Path, data: bytes) -> Path:
     return path
 
 
+def _publish(staging: Path, target: Path) -> Path:
+    """Move a finished directory into place in one step (readers never see it half written)."""
+    try:
+        os.rename(staging, target)
+    except OSError:  # another process finished first
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
 def _harness_dir() -> Path:
     """A world-readable copy of the harness files in the cache, named by their contents."""
     sources = {name: path.read_bytes() for name, path in HARNESS_FILES.items()}
@@ -165,11 +170,7 @@ def _harness_dir() -> Path:
     for name, data in sources.items():
         _write_once(staging / name, data)
     os.chmod(staging, 0o755)
-    try:
-        os.rename(staging, target)
-    except OSError:  # another process finished first
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
+    return _publish(staging, target)
 
 
 def _etc_file(name: str, text: str) -> Path:
@@ -220,11 +221,7 @@ def _mirror_runtime(prefix: Path, version: str) -> Path:
     for dirpath, _dirs, _files in os.walk(staging):
         os.chmod(dirpath, 0o755)
     (staging / ".complete").write_text(str(prefix))
-    try:
-        os.rename(staging, target)
-    except OSError:  # another process finished first
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
+    return _publish(staging, target)
 
 
 @dataclass(frozen=True)
@@ -284,8 +281,7 @@ def _build_argv(spec: SandboxSpec) -> tuple[list[str], dict[str, Any]]:
         "--die-with-parent",
         "--new-session",
         "--clearenv",
-        # The harness keeps these two, inside the sandbox's user namespace only, to give every run its own
-        # network, IPC and mount namespaces; each run drops them before the program starts (runner.py).
+        # Kept by the harness alone (in the sandbox's user namespace) to make each run's namespaces.
         "--cap-drop", "ALL",
         "--cap-add", "CAP_SYS_ADMIN",
         "--cap-add", "CAP_NET_ADMIN",
