@@ -117,7 +117,8 @@ class GRPOConfig(TrainerConfig):
     # Rewards: the verifier registry (the same path as `cascade verify`).
     # Verifier worker processes.
     verify_workers: int = 1
-    # Options per verifier, e.g. {code: {all_tests: true}} (as `cascade verify --option`).
+    # Options of the stage's verifier (`cascade verify -O DOMAIN.KEY=VALUE`), e.g. {all_tests: true} for code,
+    # {reward: fraction} for if.
     verifier_options: dict[str, Any] = field(default_factory=dict)
     # Bookkeeping.
     save_every: int = 0  # checkpoint (weights + trainer_state/) every N steps; 0 = only at the end
