@@ -14,6 +14,7 @@ import typer
 from omegaconf import MISSING
 from typer.core import TyperCommand, TyperGroup
 
+from cascade_cli import __version__, files
 from cascade_cli.console import print_error
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
 
@@ -23,7 +24,13 @@ OVERRIDES_SETTINGS: dict[str, Any] = {"hidden": True, "context_settings": {"igno
 
 
 class CascadeGroup(TyperGroup):
-    """Turns our errors into one line and an exit code (2 for usage errors) instead of a traceback."""
+    """Turns our errors and file-system errors into one line and an exit code (2 for usage errors, 1 for a
+    failed run) instead of a traceback; `--version` after any command word prints the version."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if VERSION_OPTION in (args[: args.index("--")] if "--" in args else args):
+            print_version()
+        return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -31,6 +38,17 @@ class CascadeGroup(TyperGroup):
         except (CascadeUsageError, CascadeRunError) as error:
             print_error(str(error))
             raise typer.Exit(error.exit_code) from None
+        except OSError as error:  # a path the checks before the work could not foresee (files.py)
+            print_error(files.describe(error))
+            raise typer.Exit(files.exit_code(error)) from None
+
+
+VERSION_OPTION = "--version"
+
+
+def print_version() -> None:
+    typer.echo(f"cascade {__version__}")
+    raise typer.Exit()
 
 
 class _ConfigKeysHelp:

@@ -31,8 +31,9 @@ def _comma_list(text: str | None) -> list[str] | None:
 
 
 def _prepare(values: dict[str, Any], overrides: list[str]) -> None:
-    from cascade_cli.data.prepare import build_prepare_config, run_prepare_data
+    from cascade_cli.data.prepare import build_prepare_config
     from cascade_cli.data.sources import parse_field_map
+    from cascade_cli.stages import run_config
 
     field_map = values.pop("field_map")
     values = {
@@ -41,7 +42,7 @@ def _prepare(values: dict[str, Any], overrides: list[str]) -> None:
         "decontaminate_against": _comma_list(values["decontaminate_against"]),
         "exclude_prompts_from": _comma_list(values["exclude_prompts_from"]),
     }
-    run_prepare_data(build_prepare_config(values, overrides))
+    run_config(build_prepare_config(values, overrides))
 
 
 def prepare_data_command(

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from cascade_cli.console import console
+from cascade_cli.console import print_done
 
 
 def push_command(
@@ -35,7 +35,7 @@ def push_command(
             typer.echo(name)
         return
     url = hub.push(plan, private=private, revision=revision, commit_message=commit_message)
-    console.print(f"[green]pushed[/] {ckpt} -> {url}")
+    print_done(f"{ckpt} -> {url}", label="pushed")
 
 
 

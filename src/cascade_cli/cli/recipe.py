@@ -7,8 +7,9 @@ from typing import Annotated
 
 import typer
 
+from cascade_cli import files
 from cascade_cli.cli.base import keys_command, make_typer
-from cascade_cli.console import console, stdout
+from cascade_cli.console import console, print_done, stdout
 from cascade_cli.errors import CascadeUsageError
 
 RECIPE_CONFIG = "cascade_cli.recipe.schema:RecipeConfig"
@@ -47,8 +48,9 @@ def recipe_run(
     from cascade_cli.recipe.runner import RUN_MANIFEST, run_recipe
 
     loaded = load_recipe(recipe, overrides or [])
+    files.output_dir(loaded.recipe.run_dir, key="run_dir")
     run_recipe(loaded, from_stage=from_stage, only=only, restart=restart)
-    console.print(f"[green]done[/]: run manifest {Path(loaded.recipe.run_dir) / RUN_MANIFEST}")
+    print_done(f"run manifest {Path(loaded.recipe.run_dir) / RUN_MANIFEST}")
 
 
 @recipe_app.command("plan", **with_keys)

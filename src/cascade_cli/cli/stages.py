@@ -22,21 +22,21 @@ from cascade_cli.cli.base import (
     stage_group,
     with_parameters,
 )
-from cascade_cli.console import console
+from cascade_cli.console import print_done
 from cascade_cli.stages import STAGE_KINDS, StageKind, run_config
 
 SHORT_NAMES = {"domain": ("-d",)}
 
 
 def _done_rlhf(config: Any, summary: dict[str, Any]) -> str:
-    line = f"[green]done[/]: {config.out}  steps {summary.get('steps', '-')}"
+    line = f"{config.out}  steps {summary.get('steps', '-')}"
     if "heldout_reward_after" in summary:
         line += f"  held-out RM score {summary['heldout_reward_before']:.3f} -> {summary['heldout_reward_after']:.3f}"
     return line
 
 
 def _done_reward_model(config: Any, summary: dict[str, Any]) -> str:
-    line = f"[green]done[/]: {config.out}  steps {summary.get('steps', '-')}"
+    line = f"{config.out}  steps {summary.get('steps', '-')}"
     if "heldout_accuracy" in summary:
         line += (
             f"  held-out pairwise accuracy {summary['heldout_accuracy_before']:.3f} -> "
@@ -50,7 +50,7 @@ def _done_reward_model(config: Any, summary: dict[str, Any]) -> str:
 def _done_rlvr(config: Any, summary: dict[str, Any]) -> str | None:
     if config.engine != "local":
         return None
-    line = f"[green]done[/]: {config.out}  steps {summary['steps']}"
+    line = f"{config.out}  steps {summary['steps']}"
     if "heldout_accuracy_after" in summary:
         line += f"  held-out accuracy {summary['heldout_accuracy_before']:.3f} -> {summary['heldout_accuracy_after']:.3f}"
     return line
@@ -96,7 +96,7 @@ def run_stage(kind: StageKind, values: dict[str, Any], overrides: list[str]) -> 
     done = HELP[kind.kind][1]
     line = done(config, summary) if done else None
     if line:
-        console.print(line)
+        print_done(line)
 
 
 def _options(kind: StageKind, required: bool) -> list:

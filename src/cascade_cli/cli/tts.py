@@ -12,6 +12,7 @@ import typer
 from cascade_cli.cli.base import make_typer, with_parameters
 from cascade_cli.console import console, stdout
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.progress import Progress
 
 ProblemsArg = Annotated[Path, typer.Option("--problems", help="Problem rows (JSONL/parquet or a prepare-data folder).")]
 ModelOpt = Annotated[str | None, typer.Option("--model", help="Checkpoint directory, or `tiny` / `tiny:SEED` / `smollm2-135m` / `gguf:PATH`.")]
@@ -99,17 +100,13 @@ def code_command(
         options["unsafe_no_sandbox"] = True
     settings = CodeTTSSettings(rounds, generations, max_generations, public_tests, feedback=feedback, options=options)
     sampling = _sampling(shared)
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console) as bar:
-        task = bar.add_task(f"loading {model}", total=None)
+    with Progress("tts code", rounds, unit="round", note=f"loading {model}", transient=True) as bar:
         generator = open_generator(model, sampling)
-        bar.update(task, description=f"round 1 of at most {rounds} ({len(rows)} problems)")
+        bar.update(note=f"round 1 ({len(rows)} problems)")
 
         def on_round(report: dict[str, Any]) -> None:
-            bar.update(task, description=(
-                f"round {report['round'] + 1}: {report['solved']}/{len(rows)} solved, "
-                f"{report['generations_total']}/{max_generations} generations"
+            bar.update(done=report["round"] + 1, note=(
+                f"{report['solved']}/{len(rows)} solved, {report['generations_total']}/{max_generations} generations"
             ))
 
         try:
@@ -168,7 +165,8 @@ def swe_command(
             by_id.setdefault(str(record["id"]), []).append(record["response"])
         instances = [Instance(row, by_id[str(row["id"])]) for row in rows if str(row["id"]) in by_id]
     else:
-        with console.status(f"generating {k} patches for each of {len(rows)} instances with {model}"):
+        note = f"generating {k} patches for each of {len(rows)} instances with {model}"
+        with Progress("tts swe", note=note, transient=True):
             generator = open_generator(model, sampling)
             try:
                 prompts = [render_prompt(row_prompt(row), row.get("mode", "think")) for row in rows]
@@ -176,7 +174,7 @@ def swe_command(
             finally:
                 generator.close()
         instances = [Instance(row, [c.text for c in group]) for row, group in zip(rows, groups, strict=True)]
-    with console.status(f"scoring {sum(len(i.responses) for i in instances)} patches"):
+    with Progress("tts swe", note=f"scoring {sum(len(i.responses) for i in instances)} patches", transient=True):
         result = run_swe_tts(instances, threshold)
     result.update(model=model, responses=str(responses) if responses else None, problems_file=str(problems))
     from rich.table import Table

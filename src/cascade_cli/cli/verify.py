@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from cascade_cli.console import console, stdout
+from cascade_cli import files
+from cascade_cli.console import console, labelled, stdout
 from cascade_cli.errors import CascadeUsageError
 
 
@@ -150,18 +151,16 @@ def verify_command(
         raise CascadeUsageError("--reward-model: only with --serve (the reward service hosts the reward model)")
     if input is None:
         raise CascadeUsageError("--input is required (a JSONL file of rollout records), unless --serve is given")
+    if output is not None:
+        files.output_file(output, "--output")
 
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from cascade_cli.progress import Progress
 
-    with Progress(
-        TextColumn("verifying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=console, transient=True, disable=json_summary,
-    ) as progress:
-        task = progress.add_task("verify", total=None)
+    with Progress("verifying", unit="record", transient=True, enabled=not json_summary) as progress:
         summary, rows = scoring.verify_file(
             input, output, domain=domain, options=options, workers=workers or 1,
-            on_total=lambda total: progress.update(task, total=total),
-            on_progress=lambda done: progress.advance(task, done),
+            on_total=lambda total: progress.update(total=total),
+            on_progress=lambda done: progress.advance(done),
         )
     bad = [row["error"] for row in rows if "error" in row]
     if json_summary:
@@ -169,7 +168,7 @@ def verify_command(
     else:
         stdout.print(scoring.summary_table(summary, title=f"cascade verify {input.name}"))
         for message in bad[:10]:
-            console.print(f"[yellow]bad row[/] {message}", markup=True, soft_wrap=True)
+            console.print(labelled("bad row", "yellow", message), soft_wrap=True)
         if len(bad) > 10:
             console.print(f"... and {len(bad) - 10} more bad rows (see 'error' in the output)")
     if strict and bad:

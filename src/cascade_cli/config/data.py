@@ -2,11 +2,41 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from omegaconf import MISSING
 
+from cascade_cli.chat import MODES
+from cascade_cli.config.checks import TEXT, Bound, at_least, fraction, one_of
 from cascade_cli.config.common import StageConfig
+from cascade_cli.errors import CascadeUsageError
+from cascade_cli.records import ROW_DOMAINS
+
+CONSTRAINT_SETS = ("ifeval", "ifbench")  # data/constraints.py: the constraints each set attaches
+MAX_CONSTRAINTS = 6
+
+
+def parse_sets(spec: str) -> list[str]:
+    """`add_constraints`: `ifeval`, `ifbench` or both, comma-separated."""
+    names = [name.strip() for name in spec.split(",") if name.strip()]
+    if not names or any(name not in CONSTRAINT_SETS for name in names):
+        raise CascadeUsageError(
+            f"add_constraints: expected {' | '.join(CONSTRAINT_SETS)} (or both, comma-separated); found {spec!r}"
+        )
+    return names
+
+
+def parse_count_range(spec: str) -> tuple[int, int]:
+    """`constraints_per_prompt`: `1-3` -> (1, 3); `2` -> (2, 2)."""
+    match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", str(spec))
+    low, high = (int(match.group(1)), int(match.group(2) or match.group(1))) if match else (0, 0)
+    if not match or low < 1 or high < low or high > MAX_CONSTRAINTS:
+        raise CascadeUsageError(
+            f"constraints_per_prompt: expected a count or a range like 1-3 (1 to {MAX_CONSTRAINTS}); found {spec!r}"
+        )
+    return low, high
 
 
 @dataclass
@@ -66,3 +96,20 @@ class PrepareDataConfig(StageConfig):
     constraints_per_prompt: str = "1-3"
     # With add_constraints: also decontaminate the prompts against the set's benchmark (IFEval's 541 prompts).
     constraints_decontaminate: bool = True
+
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "engine": one_of("local"),  # no OpenRLHF job prepares data
+        "source": TEXT, "domain": one_of(*ROW_DOMAINS), "split": TEXT, "subset": TEXT,
+        "limit": at_least(1), "offset": at_least(0), "n": at_least(0), "mode": one_of(*MODES), "holdout": at_least(0),
+        "wrong_fraction": fraction(), "ngram_n": at_least(1), "tokenizer": TEXT, "format": TEXT,
+        "add_constraints": TEXT, "constraints_per_prompt": TEXT,
+    }
+
+    def check(self) -> None:
+        super().check()
+        for task, weight in self.mix.items():
+            if weight < 0:
+                raise CascadeUsageError(f"mix.{task}: expected a weight >= 0, found {weight}")
+        if self.add_constraints is not None:
+            parse_sets(self.add_constraints)
+            parse_count_range(self.constraints_per_prompt)
