@@ -69,7 +69,14 @@ def output_file(path: str | Path, key: str = "--output") -> Path:
     path = Path(path)
     if path.is_dir():
         raise CascadeUsageError(f"{key} {path}: is a folder; expected a file")
-    output_dir(path.parent, key=f"{key} folder")
+    if not path.exists():
+        output_dir(path.parent, key=f"{key} folder")
+        return path
+    try:
+        with open(path, "a"):  # opened for appending: nothing in it changes yet
+            pass
+    except OSError as error:
+        raise CascadeUsageError(f"{key}: {describe(error)}") from None
     return path
 
 
