@@ -189,6 +189,14 @@ def render_markdown(
     return "\n".join(lines)
 
 
+def plot_series(
+    stages: list[str], benchmarks: list[str], table: dict[str, dict[str, float]]
+) -> dict[str, list[float]]:
+    """Each benchmark's scores at every stage; a stage without a score is NaN, where matplotlib breaks the
+    line instead of bridging the stage."""
+    return {name: [table[name].get(stage, math.nan) for stage in stages] for name in benchmarks}
+
+
 def render_plot(
     path: Path,
     stages: list[str],
@@ -204,9 +212,7 @@ def render_plot(
 
     figure, axes = plt.subplots(figsize=(max(6.0, 1.4 * len(stages) + 3), 4.5))
     positions = {stage: i for i, stage in enumerate(stages)}
-    for name in benchmarks:
-        # A stage without a score is NaN: the line breaks there instead of bridging it.
-        scores = [table[name].get(stage, math.nan) for stage in stages]
+    for name, scores in plot_series(stages, benchmarks, table).items():
         axes.plot(range(len(stages)), scores, marker="o", label=_plain(name))
         for x, y in enumerate(scores):
             if not math.isnan(y):
