@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from cascade_cli import files
-from cascade_cli.cli.base import field_option, given, with_parameters
+from cascade_cli.cli.base import COMMAND, field_option, given, with_parameters
 from cascade_cli.config.eval import EvalSettings
 from cascade_cli.console import console, print_warning, stdout
 from cascade_cli.errors import CascadeUsageError
@@ -53,7 +53,8 @@ def eval_command(
 ) -> None:
     """Evaluate a checkpoint on benchmarks (avg@k and pass@k), or score a responses file.
 
-    Example: cascade eval --model runs/tiny/math_rl --benchmarks tiny_math,math500 --k 4 --limit 50
+    Example: [bold]cascade eval --model runs/tiny/math_rl --benchmarks tiny_math,tiny_code --k 4 --limit 32
+    --out runs/tiny/eval/math_rl[/]
     """
     from cascade_cli.config.build import build_stage_config
     from cascade_cli.evaluation.run import evaluate_checkpoint, score_responses
@@ -101,7 +102,7 @@ def report_command(
 ) -> None:
     """Write report.md (stage x benchmark table with deltas) and report.png (scores across stages).
 
-    Example: cascade report runs/tiny --max-regression 3
+    Example: [bold]cascade report runs/tiny --max-regression 3[/]
     """
     from cascade_cli.evaluation.report import write_report
 
@@ -119,5 +120,5 @@ def report_command(
 
 def register(app: typer.Typer) -> None:
     settings = [field_option(EvalSettings, setting.name) for setting in dataclasses.fields(EvalSettings)]
-    app.command("eval")(with_parameters(eval_command, settings))
-    app.command("report")(report_command)
+    app.command("eval", **COMMAND)(with_parameters(eval_command, settings))
+    app.command("report", **COMMAND)(report_command)

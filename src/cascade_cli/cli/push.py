@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from cascade_cli.cli.base import COMMAND
 from cascade_cli.console import print_done
 
 
@@ -40,4 +41,4 @@ def push_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("push")(push_command)
+    app.command("push", **COMMAND)(push_command)

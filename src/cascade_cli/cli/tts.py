@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from cascade_cli.cli.base import make_typer, with_parameters
+from cascade_cli.cli.base import COMMAND, make_typer, with_parameters
 from cascade_cli.console import console, stdout
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.progress import Progress
@@ -87,7 +87,8 @@ def code_command(
     submissions with their verdicts and accepted code of solved sibling subtasks (rows sharing a `problem`). Public tests: a row's `public_tests` (K or a code label), else the
     first --public-tests tests; hidden tests: the whole label. Prints the score per round and writes tts.json.
 
-    Example: cascade tts code --model runs/tiny/code_rl --problems runs/tiny/data_code/heldout.jsonl -R 3 -G 4 -N 200
+    Example: [bold]cascade tts code --model runs/tiny/code_rl --problems runs/tiny/data_code/heldout.jsonl -R 3 -G 4
+    -N 200[/]
     """
     from cascade_cli.tts.code import CodeTTSSettings, run_code_tts
     from cascade_cli.tts.sampling import load_problems, open_generator, sampler
@@ -145,7 +146,7 @@ def swe_command(
     ties to the shortest patch. Reports best@k (the selected patch reaches --threshold), pass@k (any of
     the k does) and pass@1, for k = 1, 2, 4, ..., against the golden patch (the swe verifier's reward).
 
-    Example: cascade tts swe --model runs/tiny/swe_rl --problems runs/tiny/data_swe/heldout.jsonl -k 8
+    Example: [bold]cascade tts swe --model runs/tiny/code_rl --problems runs/tiny/data_swe/heldout.jsonl -k 8[/]
     """
     from cascade_cli.chat import render_prompt
     from cascade_cli.records import row_prompt
@@ -193,7 +194,8 @@ def swe_command(
 
 def register(app: typer.Typer) -> None:
     group = make_typer("tts", "Test-time scaling: multi-round code submissions, best@k for SWE.\n\n"
-                       "Example: [bold]cascade tts code --model tiny --problems heldout.jsonl -R 2 -G 4[/]")
-    group.command("code", short_help="Multi-round test-time scaling for competitive programming.")(with_parameters(code_command, SHARED_PARAMETERS))
-    group.command("swe", short_help="best@k for SWE: filter, majority vote, shortest patch.")(with_parameters(swe_command, SHARED_PARAMETERS))
+                       "Example: [bold]cascade tts code --model runs/tiny/code_rl --problems "
+                       "runs/tiny/data_code/heldout.jsonl -R 2 -G 4[/]")
+    group.command("code", **COMMAND, short_help="Multi-round test-time scaling for competitive programming.")(with_parameters(code_command, SHARED_PARAMETERS))
+    group.command("swe", **COMMAND, short_help="best@k for SWE: filter, majority vote, shortest patch.")(with_parameters(swe_command, SHARED_PARAMETERS))
     app.add_typer(group, name="tts")

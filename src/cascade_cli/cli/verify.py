@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from cascade_cli import files
+from cascade_cli.cli.base import COMMAND
 from cascade_cli.console import console, labelled, stdout
 from cascade_cli.errors import CascadeUsageError
 
@@ -104,15 +105,18 @@ def verify_command(
 ) -> None:
     """Score rollouts with the verifiers, or serve rewards to OpenRLHF over HTTP.
 
-    Example: [bold]cascade verify --domain math --input rollouts.jsonl --output scored.jsonl --workers 2[/]
+    Example: [bold]cascade verify --input examples/data/rollouts.jsonl --output runs/scored.jsonl --workers 2[/]
 
-    Example: [bold]cascade verify --serve --port 5000 --workers 4[/]  (then OpenRLHF
+    Example: [bold]cascade verify --serve --port 5000 --workers 2[/]  (then OpenRLHF
     --reward.remote_url http://HOST:5000/get_reward)
 
-    Example: [bold]export CASCADE_REWARD_TOKEN=$(openssl rand -hex 24); cascade verify --serve --host 0.0.0.0[/]
-    (then --reward.remote_url http://HOST:5000/$CASCADE_REWARD_TOKEN/get_reward)
+    Off loopback the service needs a token in CASCADE_REWARD_TOKEN (e.g. `export
+    CASCADE_REWARD_TOKEN=$(openssl rand -hex 24)`), then OpenRLHF uses --reward.remote_url
+    http://HOST:5000/$CASCADE_REWARD_TOKEN/get_reward:
 
-    Example: [bold]cascade verify --serve --reward-model runs/x/reward_model --port 5000[/]  (RLHF rewards)
+    Example: [bold]cascade verify --serve --host 0.0.0.0 --port 5000[/]
+
+    Example: [bold]cascade verify --serve --reward-model runs/tiny/rm --port 5000[/]  (RLHF rewards)
 
     Example: [bold]cascade verify --export-reward-func reward.py[/]  (then --reward.remote_url reward.py)
 
@@ -177,4 +181,4 @@ def verify_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("verify")(verify_command)
+    app.command("verify", **COMMAND)(verify_command)

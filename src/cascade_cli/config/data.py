@@ -43,7 +43,8 @@ def parse_count_range(spec: str) -> tuple[int, int]:
 class PrepareDataConfig(StageConfig):
     kind: str = "prepare_data"
     # tiny:DOMAIN (math|code|if|pref|general|sft), a local json/jsonl/parquet file or folder (`shared:REL`: a
-    # file of the shared data folder, data/shared_paths.py), or a hub dataset id (also a `datasets` builder such as `json` / `parquet` together with `data_files`).
+    # file of the shared data folder, $CASCADE_SHARED_DATA), or a hub dataset id (also a `datasets` builder
+    # such as `json` / `parquet` together with `data_files`).
     source: str = MISSING
     domain: str | None = None  # force every row's domain (else read from the row or inferred from columns)
     split: str = "train"  # hub split
@@ -61,7 +62,7 @@ class PrepareDataConfig(StageConfig):
     wrong_fraction: float = 0.2
     # tiny:sft task mix, task -> weight.
     mix: dict[str, float] = field(default_factory=dict)
-    # Filters on the training rows (issue 11): drop rows whose prompt shares a word n-gram with (or equals,
+    # Filters on the training rows: drop rows whose prompt shares a word n-gram with (or equals,
     # after normalisation) a benchmark prompt or a prompt of another data set (paper: 9-grams; SFT and RL
     # prompts strictly disjoint). Benchmarks by name (math500, aime24, aime25, ifeval, humaneval, ...) or file.
     decontaminate_against: list[str] = field(default_factory=list)
@@ -73,24 +74,23 @@ class PrepareDataConfig(StageConfig):
     # a tokenizer folder / model id; without it the card reports character lengths only.
     tokenizer: str | None = None
     # Source format: auto reads it off each row's columns (rows no format claims take the generic column
-    # rules); data/formats.py names the released and public ones (nemotron-sft, nemotron-rl-math, openai,
-    # livecodebench, apps, ...); helpsteer | ultrafeedback (data/preferences.py) turn raw rows into pref
-    # pairs (ties dropped). drop_math_code drops math and competitive-programming prompts
-    # (data/prompt_filters.py; for RLHF prompts).
+    # rules), or a released / public format by name (nemotron-sft, nemotron-rl-math, openai, livecodebench,
+    # apps, gsm8k, mbpp, ...; a wrong name lists them all); helpsteer | ultrafeedback turn raw rows into pref
+    # pairs (ties dropped).
     format: str = "auto"
     # Drop math and competitive-programming prompts (for RLHF prompts).
     drop_math_code: bool = False
     # Drop rows whose answers (assistant turns, a pair's chosen side) switch language or script away from the
-    # prompt's (verifiers/language.py), as the paper filters its data.
+    # prompt's, as the paper filters its data.
     drop_code_switch: bool = False
-    # Keep only the rows whose id is listed or in a listed range A-B of integer ids (data/select_ids.py), e.g.
-    # MBPP's train + validation tasks: [511-974].
+    # Keep only the rows whose id is listed or in a listed range A-B of integer ids, e.g. MBPP's train +
+    # validation tasks: [511-974].
     keep_ids: list[str] = field(default_factory=list)
     # Canonical rows of other prepare-data folders (or files) added to this source's rows: one data mix
     # for one stage (e.g. SFT on GSM8K + MBPP + HH answers).
     include: list[str] = field(default_factory=list)
-    # IF-RL prompts from prompt rows (data/constraints.py): attach verifiable constraints of ifeval | ifbench
-    # (or both, comma-separated), phrased in natural language, conflicting ones skipped.
+    # IF-RL prompts from prompt rows: attach verifiable constraints of ifeval | ifbench (or both,
+    # comma-separated), phrased in natural language, conflicting ones skipped.
     add_constraints: str | None = None
     # Constraints per prompt: a count or a range (drawn uniformly), e.g. 1-3.
     constraints_per_prompt: str = "1-3"

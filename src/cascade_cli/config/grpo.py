@@ -49,7 +49,7 @@ class PhaseConfig:
 @dataclass
 class RolloutConfig:
     # auto | hf | vllm. auto: hf for small models; vllm on a GPU, and on a CPU when the stage's rollout tokens
-    # pay back vLLM's engine start (engines/local/rollout_backend.py).
+    # pay back vLLM's engine start.
     backend: str = "auto"
     # vLLM engine dtype: auto (bf16 where the device computes bf16 natively, else float32) | float32 | bfloat16
     dtype: str = "auto"
@@ -119,7 +119,7 @@ class GRPOConfig(TrainerConfig):
     train_micro_batch: int = 32  # sequences per forward/backward (gradient accumulation, one step)
     logprob_chunk_tokens: int = 1024  # positions per LM-head chunk of the log-probs (memory ~ chunk x vocab)
     # auto: bf16 weights on a GPU; on a CPU fp32 weights, with bf16 autocast for 50M+ parameter models where
-    # the CPU has native bf16 (engines/local/precision.py) | float32 | bfloat16 (weights, no autocast)
+    # the CPU has native bf16 | float32 | bfloat16 | float16 (weights, no autocast)
     dtype: str = "auto"
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     # Rewards: the verifier registry (the same path as `cascade verify`).
