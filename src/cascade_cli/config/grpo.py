@@ -128,7 +128,7 @@ class GRPOConfig(TrainerConfig):
     # Options per verifier, e.g. {code: {all_tests: true}} (as `cascade verify --option`).
     verifier_options: dict[str, Any] = field(default_factory=dict)
     # Bookkeeping.
-    save_every: int = 0  # checkpoint (weights + trainer_state/) every N steps; 0 = only at the end
+    save_every: int = 0  # write trainer_state/ every N steps (0: only at the end)
     resume: bool = True  # continue from OUT/trainer_state when present
     # Also write TensorBoard logs to OUT/tensorboard.
     tensorboard: bool = False

@@ -388,6 +388,7 @@ def train(run: Run, step: int, eval_before: dict | None, config_dict: dict[str, 
                 save_checkpoint(run, step, config_dict, eval_before)
     metrics_log.close()
     run.pool.shutdown(wait=True)
+    save_checkpoint(run, step, config_dict, eval_before)  # every trainer keeps its last trainer_state/
     checkpoint.save_final(out, run.policy, run.tokenizer, safe_serialization=True)
     summary: dict[str, Any] = {"steps": step, **{f"final_{k}": v for k, v in last.items()}}
     if run.eval_rows and eval_before is not None:
