@@ -180,3 +180,12 @@ def test_a_run_of_a_stage_built_in_python_checks_it_too(tmp_path: Path):
     with pytest.raises(CascadeUsageError, match="steps: expected an integer >= 1, found -3"):
         run_config(config)
     assert not (tmp_path / "o").exists()
+
+
+def test_recipe_validate_refuses_an_unknown_benchmark_a_run_would_stop_on(cli, tmp_path: Path):
+    recipe = tmp_path / "recipe.yaml"
+    stages = {"d": {"kind": "prepare_data", "source": "tiny:math"}}
+    eval_block = {"after_each_stage": True, "benchmarks": ["tiny_math", "gpqa"]}
+    recipe.write_text(yaml.safe_dump({"model": "tiny", "stages": stages, "eval": eval_block}))
+    result = cli(["recipe", "validate", recipe])
+    assert result.exit_code == 2 and "eval.benchmarks: unknown benchmark 'gpqa'" in result.output, result.output

@@ -177,4 +177,19 @@ def load_recipe(path_or_name: str, overrides: list[str] | None = None) -> Recipe
     from cascade_cli.config.eval import EvalConfig
 
     eval_config = structure(EvalConfig, resolved.get("eval") or {}, where=where, prefix="eval")
+    if eval_config.after_each_stage:
+        _check_benchmark_names(eval_config.benchmarks, where)
     return Recipe(path=path, recipe=recipe, stages=stages, resolved=resolved, eval=eval_config)
+
+
+def _check_benchmark_names(names: list[str], where: str) -> None:
+    """Registered benchmark names must exist (a run would stop at its first evaluation); `KIND:FILE` and
+    `hf:` specs are checked when they are read, as a stage may write the file first."""
+    from cascade_cli.evaluation.benchmarks import resolve_benchmark
+
+    for name in names:
+        if ":" not in name:
+            try:
+                resolve_benchmark(name)
+            except CascadeUsageError as error:
+                raise CascadeUsageError(f"{where}: eval.benchmarks: {error}") from None
