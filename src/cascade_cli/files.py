@@ -37,13 +37,17 @@ REASONS = {
 }
 
 
+def reason(error: OSError) -> str:
+    """What was wrong, in words (a full disk says what to do)."""
+    words = REASONS.get(error.errno or 0) or (error.strerror or str(error)).lower()
+    return words + ("; free some space or write elsewhere" if error.errno in FULL_ERRNOS else "")
+
+
 def describe(error: OSError) -> str:
     """`PATH: what was wrong` for an OSError (both paths of a rename)."""
-    reason = REASONS.get(error.errno or 0) or (error.strerror or str(error)).lower()
-    if error.errno in FULL_ERRNOS:
-        reason += "; free some space or write elsewhere"
+    reason_words = reason(error)
     paths = [str(path) for path in (error.filename, error.filename2) if path is not None]
-    return f"{' -> '.join(paths)}: {reason}" if paths else reason
+    return f"{' -> '.join(paths)}: {reason_words}" if paths else reason_words
 
 
 def exit_code(error: OSError) -> int:
@@ -51,16 +55,19 @@ def exit_code(error: OSError) -> int:
 
 
 def output_dir(path: str | Path, key: str = "--out") -> Path:
-    """`path` as a folder this process can write in (created if missing), checked before any work."""
+    """`path` as a folder this process can write in, checked before any work: it is a folder, or the nearest
+    folder above it that exists takes new files. Nothing is created (a run refused later leaves no trace)."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise CascadeUsageError(f"{key} {path}: names an existing file; expected a folder")
+    existing = next(folder for folder in [path, *path.parents] if folder.exists())
+    if not existing.is_dir():
+        raise CascadeUsageError(f"{key} {path}: {existing} is a file, not a folder")
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path):
+        with tempfile.TemporaryFile(dir=existing):
             pass
     except OSError as error:
-        raise CascadeUsageError(f"{key}: {describe(error)} (expected a folder to write in)") from None
+        raise CascadeUsageError(f"{key} {path}: cannot write in {existing} ({reason(error)})") from None
     return path
 
 

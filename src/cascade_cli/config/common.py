@@ -118,10 +118,7 @@ class StageConfig:
     }
 
     def check(self) -> None:
-        if self.dry_run and self.engine != "openrlhf":
-            raise CascadeUsageError(
-                "dry_run: only engine openrlhf has a dry run (`cascade recipe plan` prints a local stage's command)"
-            )
+        """Checks across keys (config/checks.py runs them after every key's bound)."""
 
 
 @dataclass
@@ -174,3 +171,10 @@ class TrainerConfig(StageConfig):
     def __post_init__(self) -> None:
         # YAML's `true` arrives as the string "True" in this str key.
         self.gradient_checkpointing = str(self.gradient_checkpointing).lower()
+
+    def check(self) -> None:
+        super().check()
+        if self.dry_run and self.engine != "openrlhf":
+            raise CascadeUsageError(
+                "dry_run: only engine openrlhf has a dry run (`cascade recipe plan` prints a local stage's command)"
+            )
