@@ -28,6 +28,20 @@ def all_commands() -> list[tuple[list[str], object]]:
 def test_version(cli):
     result = cli(["--version"])
     assert result.exit_code == 0 and result.output.strip() == f"cascade {__version__}"
+    for words in (["sft"], ["recipe", "run"], ["rlhf", "rm"], ["prepare-data", "filter"]):
+        result = cli([*words, "--version"])
+        assert result.exit_code == 0 and result.output.strip() == f"cascade {__version__}", words
+
+
+def test_the_version_has_one_source_and_a_changelog_section():
+    from pathlib import Path
+
+    from setuptools.config.pyprojecttoml import read_configuration
+
+    root = Path(__file__).resolve().parents[1]
+    assert read_configuration(root / "pyproject.toml", expand=True)["project"]["version"] == __version__
+    sections = [line for line in (root / "CHANGELOG.md").read_text().splitlines() if line.startswith("## [")]
+    assert sections[0].startswith(f"## [{__version__}]"), sections[0]
 
 
 def test_every_command_has_help_with_an_example(cli):

@@ -95,3 +95,42 @@ def test_description_is_the_trailing_comment_else_the_lines_above(tmp_path, monk
     keys = {key.key: key for key in config_keys(Example)}
     assert (keys["items"].type, keys["items"].default) == ("list[int]", "[]")
     assert [f.name for f in dataclasses.fields(Example)] == list(keys)
+
+
+def every_help(cli) -> dict[str, str]:
+    """`cascade WORDS --help` of every visible command and group, whitespace flattened."""
+    import typer.main
+
+    from cascade_cli.cli import app
+
+    found: dict[str, str] = {}
+
+    def walk(words: list[str], command) -> None:
+        found[" ".join(words)] = flat(cli([*words, "--help"]).output)
+        for name, sub in getattr(command, "commands", {}).items():
+            if not getattr(sub, "hidden", False):
+                walk([*words, name], sub)
+
+    walk([], typer.main.get_command(app))
+    return found
+
+
+def test_flags_show_as_flags_and_no_help_points_into_source_files(cli):
+    import re
+
+    for words, text in every_help(cli).items():
+        assert "<bool>" not in text, f"`cascade {words} --help` shows a flag as taking a value"
+        sources = set(re.findall(r"[\w/]+\.py\b", text)) - {"reward.py", "agent.py"}  # files the examples write
+        assert not sources, f"`cascade {words} --help` points into source files: {sources}"
+    result = cli(["sft", "--init", "tiny", "--data", "x", "--out", "o", "--dry-run", "true"])
+    assert result.exit_code == 2  # a flag takes no value: `true` is read as a key=value word and refused
+
+
+def test_eval_help_lists_every_benchmark_and_only_benchmarks(cli):
+    from cascade_cli.evaluation.benchmarks import BENCHMARKS, FILE_BENCHMARKS
+
+    text = flat(cli(["eval", "--help"]).output)
+    missing = [name for name in [*BENCHMARKS, *(f"{kind}:FILE" for kind in FILE_BENCHMARKS if kind != "file")]
+               if name not in text]
+    assert not missing, f"`cascade eval --help` does not list {missing}"
+    assert all("gpqa" in BENCHMARKS or "GPQA" not in help_text for help_text in every_help(cli).values())

@@ -146,7 +146,7 @@ def test_unknown_benchmark_and_missing_file_before_loading_the_model(
     result = runner.invoke(
         app, ["eval", "--model", str(tiny_model), "--benchmarks", "aime24", "--backend", "tpu"]
     )
-    assert result.exit_code == 2 and "--backend must be one of auto, vllm, hf" in result.output
+    assert result.exit_code == 2 and "backend: expected one of auto, vllm, hf; found 'tpu'" in result.output
     result = runner.invoke(app, ["eval", "--benchmarks", "aime24"])
     assert result.exit_code == 2 and "--model CKPT is required" in result.output
 

@@ -99,3 +99,27 @@ def test_report_command(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     result = CliRunner().invoke(app, ["report", str(tmp_path / "missing")])
     assert result.exit_code == 2 and "run directory" in result.output and "not found" in result.output
+
+
+def test_mixed_k_is_stated_per_stage_gaps_stay_gaps_and_flat_scores_get_a_readable_axis(tmp_path: Path) -> None:
+    import math
+
+    from cascade_cli.evaluation.report import plot_series, score_axis
+
+    for stage, k, benches in (("base", 1, {"tiny_math": 3.0, "tiny_code": 10.0}), ("sft", 2, {"tiny_math": 20.0}),
+                              ("math_rl", 2, {"tiny_math": 30.0, "tiny_code": 25.0})):
+        (tmp_path / "eval" / stage).mkdir(parents=True)
+        summaries = {name: {"score": score, "primary": f"avg@{k}", "k": k} for name, score in benches.items()}
+        (tmp_path / "eval" / stage / "results.json").write_text(json.dumps({"benchmarks": summaries}))
+    (tmp_path / "run.json").write_text(json.dumps({"stage_order": ["base", "sft", "math_rl"]}))
+    report = write_report(tmp_path)
+    markdown = (tmp_path / "report.md").read_text()
+    assert "| tiny_math | 3.0 [avg@1] | 20.0 (+17.0) [avg@2] | 30.0 (+10.0) [avg@2] |" in markdown
+    assert "| tiny_code | 10.0 [avg@1] | – | 25.0 (+15.0) [avg@2] |" in markdown
+    series = plot_series(report["stages"], report["benchmarks"], report["table"])
+    assert series["tiny_math"] == [3.0, 20.0, 30.0]
+    assert series["tiny_code"][0] == 10.0 and math.isnan(series["tiny_code"][1])  # a gap, not a bridge
+    low, high = score_axis([0.0, 0.0, 0.0])  # all-zero scores: a 10-point axis from 0, not -0.04..0.04
+    assert -1 < low <= 0 and high >= 10
+    low, high = score_axis([12.0, 15.0])
+    assert low < 12 and high > 15 and high - low >= 10

@@ -157,5 +157,5 @@ def test_setting_accepts_yaml_booleans_and_rejects_other_values():
     assert build("true").gradient_checkpointing == "true"
     assert build("False").gradient_checkpointing == "false"
     assert build("auto").gradient_checkpointing == "auto"
-    with pytest.raises(CascadeUsageError, match="gradient_checkpointing: expected true, false or auto, found 'maybe'"):
+    with pytest.raises(CascadeUsageError, match="gradient_checkpointing: expected one of true, false, auto; found 'maybe'"):
         build("maybe")

@@ -152,7 +152,7 @@ def test_lora_config_errors_name_the_key(tmp_path, cli):
     base = ["sft", "--init", "tiny", "--data", str(tmp_path / "x.jsonl"), "--out", str(tmp_path / "o")]
     for override, expected in (
         ("lora.r=-1", "lora.r: expected 0 (off) or a positive rank, found -1"),
-        ("lora.dropout=1.5", "lora.dropout: expected a value in [0, 1)"),
+        ("lora.dropout=1.5", "lora.dropout: expected a number in [0, 1)"),
         ("lora.rank=8", "lora.rank"),
     ):
         result = cli([*base, override])
@@ -235,7 +235,7 @@ def test_recipe_defaults_and_overrides_set_nested_lora_keys(tmp_path):
     a, b = load_recipe(str(recipe), ["stages.a.lora.r=4"]).stages
     assert (a.config.lora.r, a.config.lora.alpha, b.config.lora.r) == (4, 32, 8)
     assert a.config.gradient_checkpointing == b.config.gradient_checkpointing == "true"
-    with pytest.raises(CascadeUsageError, match=r"stages.b: lora.r: expected 0 \(off\) or a positive rank"):
+    with pytest.raises(CascadeUsageError, match=r"stages.b.lora.r: expected 0 \(off\) or a positive rank"):
         load_recipe(str(recipe), ["stages.b.lora.r=-2"])
 
 

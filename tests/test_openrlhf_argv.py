@@ -492,7 +492,7 @@ def test_phases_take_unset_keys_from_the_stage(tmp_path):
     config = rl_stage(tmp_path, phases=phases, temperature=0.9, max_response_len=555, truncated_reward=-1.0)
     jobs = assert_argv_follows_config(config)
     assert [job.name for job in jobs] == ["math_rl/phase0", "math_rl/phase1", "math_rl/phase2"]
-    with pytest.raises(CascadeUsageError, match=r"phases\[1\].steps: expected a positive integer, found 0"):
+    with pytest.raises(CascadeUsageError, match=r"phases\[1\].steps: expected an integer >= 1, found 0"):
         build_jobs(rl_stage(tmp_path, phases=[PhaseConfig(2), PhaseConfig(0)]))
 
 

@@ -128,7 +128,7 @@ def test_recipe_run_dispatches_openrlhf_stages_to_the_engine(tmp_path, cli):
     assert "--data.max_len 16384" in result.stdout
     recipe.write_text(recipe.read_text().replace("engine: openrlhf", "engine: slurm"))
     result = cli(["recipe", "run", str(recipe)])
-    assert result.exit_code == 2 and "engine: expected local or openrlhf, found 'slurm'" in result.output
+    assert result.exit_code == 2 and "stages.sft.engine: expected one of local, openrlhf; found 'slurm'" in result.output
 
 
 def test_training_commands_take_engine_and_dry_run(cli, tmp_path):

@@ -125,15 +125,13 @@ def test_rows_without_a_verifier_and_bad_bands_are_usage_errors(tmp_path):
     math = _write(tmp_path / "math.jsonl", _rows("math", 2))
     for values, message in (
         ({"max_pass": 0.2, "min_pass": 0.5}, "max_pass: expected a value above min_pass"),
-        ({"k": 0}, "k: expected samples per prompt >= 1"),
-        ({"min_pass": 1.5}, r"min_pass: expected a value in \[0, 1\]"),
+        ({"k": 0}, "k: expected an integer >= 1, found 0"),
+        ({"min_pass": 1.5}, r"min_pass: expected a number in \[0, 1\], found 1.5"),
         ({"bands": {"code": [0.5, 0.1]}}, r"bands.code: max_pass: expected a value above min_pass"),
     ):
-        config = build_filter_config(
-            {"init": "tiny", "data": str(math), "out": str(tmp_path / "o"), **values}
-        )
+        # The config class refuses the value when it is built, before any sampling (config/checks.py).
         with pytest.raises(CascadeUsageError, match=message):
-            run_pass_rate_filter(config)
+            build_filter_config({"init": "tiny", "data": str(math), "out": str(tmp_path / "o"), **values})
 
 
 def test_prepare_data_filter_command_on_the_tiny_model(tmp_path, cli):
@@ -172,7 +170,7 @@ def test_prepare_data_filter_command_on_the_tiny_model(tmp_path, cli):
     result = cli(
         ["prepare-data", "filter", "--model", "tiny", "--data", out, "--out", tmp_path / "x", "--k", "0"]
     )
-    assert result.exit_code == 2 and "k: expected samples per prompt >= 1" in result.output
+    assert result.exit_code == 2 and "k: expected an integer >= 1, found 0" in result.output
 
 
 def test_prepare_data_without_subcommand_still_validates_and_helps(tmp_path, cli):

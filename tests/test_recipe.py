@@ -58,11 +58,11 @@ def test_defaults_chaining_and_interpolation(tmp_path):
 def test_dotlist_overrides_win(tmp_path):
     path = write(tmp_path, RECIPE.format(run_dir=tmp_path / "run"))
     recipe = load_recipe(
-        str(path), ["stages.sft1.lr=3e-4", f"run_dir={tmp_path}/other", "stages.sft2.init=x"]
+        str(path), ["stages.sft1.lr=3e-4", f"run_dir={tmp_path}/other", "stages.sft2.init=tiny:3"]
     )
     assert recipe.stage("sft1").config.lr == pytest.approx(3e-4)
     assert recipe.stage("sft1").out == f"{tmp_path}/other/sft1"
-    assert recipe.stage("sft2").config.init == "x"
+    assert recipe.stage("sft2").config.init == "tiny:3"
 
 
 @pytest.mark.parametrize(

@@ -112,3 +112,16 @@ def test_load_rows_errors_name_the_file_and_what_was_expected(tmp_path):
 )
 def test_last_boxed(text, expected):
     assert last_boxed(text) == expected
+
+
+def test_a_malformed_row_is_named_by_row_and_column_in_json_and_json_lines(tmp_path):
+    good, bad = '{"prompt": "a", "label": {"answer": "1"}}', '{"prompt": "b", "label": {"answer" "2"}}'
+    for name, text, expected in (
+        ("rows.jsonl", f"{good}\n{bad}\n", "rows.jsonl: row 2: malformed JSON (Expecting ':' delimiter at column 36)"),
+        ("lines.json", f"{good}\n{bad}\n", "lines.json: row 2: malformed JSON (Expecting ':' delimiter at column 36)"),
+        ("list.json", f"[{bad}]", "list.json: malformed JSON (Expecting ':' delimiter at line 1, column 37)"),
+    ):
+        (tmp_path / name).write_text(text)
+        with pytest.raises(CascadeUsageError) as caught:
+            load_rows(tmp_path / name)
+        assert str(caught.value).endswith(expected)

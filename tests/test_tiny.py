@@ -46,11 +46,17 @@ def test_build_is_deterministic_and_seeded(tmp_path, tiny_dir):
     assert _digest(other / "model.safetensors") != _digest(tiny_dir / "model.safetensors")
 
 
-def test_resolve_model_caches_and_passes_through(tmp_path, tiny_dir):
+def test_resolve_model_caches_and_passes_through(tmp_path, tiny_dir, monkeypatch):
     cache = tiny_dir.parent
     assert tiny.resolve_model("tiny:0", cache) == tiny_dir
     assert tiny.resolve_model(str(tiny_dir)) == tiny_dir
-    assert str(tiny.resolve_model("Qwen/Qwen3-0.6B", cache)) == "Qwen/Qwen3-0.6B"
+    # A hub id offline and not in the Hugging Face cache fails at once (asking a hub: test_model_specs.py).
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub_cache"))
+    with pytest.raises(CascadeUsageError, match="Qwen/Qwen3-0.6B: no local folder of that name"):
+        tiny.resolve_model("Qwen/Qwen3-0.6B", cache)
+    with pytest.raises(CascadeUsageError, match="did you mean tiny"):
+        tiny.resolve_model("tinyy", cache)
     with pytest.raises(CascadeUsageError, match="not found"):
         tiny.resolve_model(str(tmp_path / "missing" / "ckpt"), cache)
     (tmp_path / "empty").mkdir()

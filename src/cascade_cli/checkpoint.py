@@ -16,6 +16,7 @@ from typing import Any
 
 from cascade_cli import __version__
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.files import naming, write_text
 
 MANIFEST_NAME = "cascade_stage.json"
 METRICS_NAME = "metrics.jsonl"
@@ -78,7 +79,7 @@ def write_manifest(
     }
     target = out_dir / MANIFEST_NAME
     tmp = target.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+    write_text(tmp, json.dumps(manifest, indent=2, default=str) + "\n")
     os.replace(tmp, target)
     return target
 
@@ -100,6 +101,10 @@ def is_model_dir(path: str | Path) -> bool:
 def require_model_dir(path: str | Path, what: str = "checkpoint") -> Path:
     path = Path(path)
     if not path.exists():
+        from cascade_cli.model_specs import close_spec, unknown_spec
+
+        if close_spec(str(path)):  # a typo of a spec (`smollm2-135`), not a missing folder
+            raise unknown_spec(str(path), what)
         raise CascadeUsageError(f"{what} {path}: not found")
     if not is_model_dir(path):
         raise CascadeUsageError(
@@ -134,7 +139,7 @@ class MetricsLog:
 
     def log(self, step: int, values: dict[str, Any]) -> None:
         record = {"step": step, **values}
-        with self.path.open("a") as handle:
+        with naming(self.path), self.path.open("a") as handle:
             handle.write(json.dumps(record, default=float) + "\n")
         if self._writer is not None:
             for key, value in values.items():

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.files import naming
 
 
 def non_blank_lines(path: str | Path, expected: str = "a JSON Lines file") -> Iterator[tuple[int, str]]:
@@ -50,7 +51,7 @@ def write_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> int:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     count = 0
-    with path.open("w", encoding="utf-8") as handle:
+    with naming(path), path.open("w", encoding="utf-8") as handle:
         for row in rows:
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
             count += 1

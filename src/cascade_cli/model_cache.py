@@ -10,6 +10,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from cascade_cli.files import share
+
 
 def build_once(target: Path, marker: str, build: Callable[[Path], None]) -> Path:
     """Return `target`, first running `build(staging)` and renaming staging to `target` unless
@@ -25,6 +27,7 @@ def build_once(target: Path, marker: str, build: Callable[[Path], None]) -> Path
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=root))
         try:
             build(staging)
+            share(staging)  # mkdtemp made it 0700: other users of a shared cache could not read it
             if target.exists():  # an incomplete leftover (no marker) from a build that was killed
                 shutil.rmtree(target, ignore_errors=True)
             try:

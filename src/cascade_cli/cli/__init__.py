@@ -13,6 +13,7 @@ from cascade_cli.cli import data, evaluate, push, recipe, stages, tts, verify
 from cascade_cli.cli.base import HELP_OPTIONS, make_typer
 from cascade_cli.cli.verify import _verify_options  # noqa: F401  (tests import it from here)
 from cascade_cli.cpu_load import choose_wait_policy
+from cascade_cli.progress import set_verbosity
 
 app = make_typer(
     "cascade",
@@ -31,10 +32,21 @@ def _version_callback(value: bool) -> None:
 def _root(
     version: Annotated[
         bool | None,
-        typer.Option("--version", callback=_version_callback, is_eager=True, help="Print the version and exit."),
+        typer.Option(
+            "--version", callback=_version_callback, is_eager=True, metavar="",
+            help="Print the version and exit (also after any command: `cascade sft --version`).",
+        ),
     ] = None,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", "-v", metavar="",
+            help="Also show the libraries' own progress bars and logs (transformers, datasets, the hub).",
+        ),
+    ] = False,
 ) -> None:
     """Cascade RL post-training toolkit."""
+    set_verbosity(verbose)
     # Idle OpenMP threads spin on an idle machine and sleep on a busy one (cpu_load.py). Chosen before a command
     # loads torch, as the policy cannot change once torch is in; a help screen needs no torch and skips it.
     wants_help = any(arg in HELP_OPTIONS for arg in sys.argv[1:])

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
+import sys
 import typing
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -14,16 +16,43 @@ import typer
 from omegaconf import MISSING
 from typer.core import TyperCommand, TyperGroup
 
+from cascade_cli import __version__, files
 from cascade_cli.console import print_error
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
 
 OVERRIDES_COMMAND = "key=value"  # the hidden command of a group that runs with key=value words
 # Every word after the group's options is a key=value override: a stray option is reported as one.
 OVERRIDES_SETTINGS: dict[str, Any] = {"hidden": True, "context_settings": {"ignore_unknown_options": True}}
+COMMAND: dict[str, Any] = {}  # filled below: `app.command(name, **COMMAND)` for every plain command
 
 
-class CascadeGroup(TyperGroup):
-    """Turns our errors into one line and an exit code (2 for usage errors) instead of a traceback."""
+class FlagsAsFlags:
+    """--help shows a flag as a flag (`--dry-run`, not `--dry-run <bool>`: it takes no value), --help itself
+    and the completion flags included (click adds those as the help is drawn)."""
+
+    def get_params(self, ctx: click.Context) -> list:
+        params = super().get_params(ctx)  # type: ignore[misc]
+        for param in params:
+            if param.param_type_name == "option" and getattr(param, "is_flag", False):
+                param.metavar = ""
+        return params
+
+
+class CascadeCommand(FlagsAsFlags, TyperCommand):
+    """Every command of the app (`**COMMAND`; config-keyed ones: `keys_command`)."""
+
+
+COMMAND["cls"] = OVERRIDES_SETTINGS["cls"] = CascadeCommand
+
+
+class CascadeGroup(FlagsAsFlags, TyperGroup):
+    """Turns our errors and file-system errors into one line and an exit code (2 for usage errors, 1 for a
+    failed run) instead of a traceback; `--version` after any command word prints the version."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if VERSION_OPTION in (args[: args.index("--")] if "--" in args else args):
+            print_version()
+        return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -31,6 +60,20 @@ class CascadeGroup(TyperGroup):
         except (CascadeUsageError, CascadeRunError) as error:
             print_error(str(error))
             raise typer.Exit(error.exit_code) from None
+        except BrokenPipeError:  # `cascade ... | head`: the reader has gone; nothing more to say
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush must not fail
+            raise typer.Exit(1) from None
+        except OSError as error:  # a path the checks before the work could not foresee (files.py)
+            print_error(files.describe(error))
+            raise typer.Exit(files.exit_code(error)) from None
+
+
+VERSION_OPTION = "--version"
+
+
+def print_version() -> None:
+    typer.echo(f"cascade {__version__}")
+    raise typer.Exit()
 
 
 class _ConfigKeysHelp:
@@ -44,7 +87,7 @@ class _ConfigKeysHelp:
             write_config_keys(self.config_target, formatter)
 
 
-class KeysCommand(_ConfigKeysHelp, TyperCommand):
+class KeysCommand(_ConfigKeysHelp, CascadeCommand):
     pass
 
 

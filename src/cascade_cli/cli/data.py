@@ -31,8 +31,9 @@ def _comma_list(text: str | None) -> list[str] | None:
 
 
 def _prepare(values: dict[str, Any], overrides: list[str]) -> None:
-    from cascade_cli.data.prepare import build_prepare_config, run_prepare_data
+    from cascade_cli.data.prepare import build_prepare_config
     from cascade_cli.data.sources import parse_field_map
+    from cascade_cli.stages import run_config
 
     field_map = values.pop("field_map")
     values = {
@@ -41,7 +42,7 @@ def _prepare(values: dict[str, Any], overrides: list[str]) -> None:
         "decontaminate_against": _comma_list(values["decontaminate_against"]),
         "exclude_prompts_from": _comma_list(values["exclude_prompts_from"]),
     }
-    run_prepare_data(build_prepare_config(values, overrides))
+    run_config(build_prepare_config(values, overrides))
 
 
 def prepare_data_command(
@@ -72,8 +73,10 @@ def prepare_data_command(
     --add-constraints ifeval|ifbench turns prompt rows into IF-RL rows (verifiable constraints attached,
     decontaminated against IFEval by default).
 
-    Example: [bold]cascade prepare-data --source tiny:math --out data/math --n 400 --holdout 100[/]
-    Example: [bold]cascade prepare-data --source prompts.jsonl --add-constraints ifeval --constraints-per-prompt 1-3 --out data/if[/]
+    Example: [bold]cascade prepare-data --source tiny:math --out runs/tiny/data_math --n 400 --holdout 64[/]
+
+    Example: [bold]cascade prepare-data --source prompts.jsonl --add-constraints ifeval --constraints-per-prompt 1-3
+    --out runs/my/data_if[/]  (prompts.jsonl: one prompt per line, as a JSON string or a row)
     """
     if ctx.invoked_subcommand is None:
         _prepare({**values, "field_map": field_map, "decontaminate_against": decontaminate_against,
@@ -83,7 +86,7 @@ def prepare_data_command(
 def prepare_data_overrides(ctx: typer.Context, overrides: OverridesArg = None) -> None:
     """`cascade prepare-data [OPTIONS] key=value ...`: the options, then config keys.
 
-    Example: [bold]cascade prepare-data --source tiny:sft --out data/sft wrong_fraction=0.3[/]
+    Example: [bold]cascade prepare-data --source tiny:sft --out runs/tiny/data_sft wrong_fraction=0.3[/]
     """
     _prepare(dict(ctx.parent.params), overrides or [])
 
@@ -112,7 +115,8 @@ def prepare_data_filter_command(
     Kept rows satisfy min_pass <= pass_rate < max_pass; every row gets `pass_rate` and `pass_rate_k`; dropped
     rows go to OUT/dropped.jsonl. Code as in the paper: --k 8 --min-pass 0.1 --max-pass 1.0.
 
-    Example: [bold]cascade prepare-data filter --model runs/sft --data data/math --k 16 --max-pass 0.75 --out data/math_hard[/]
+    Example: [bold]cascade prepare-data filter --model runs/tiny/sft --data runs/tiny/data_math --k 16 --max-pass 0.75
+    --out runs/tiny/data_math_hard[/]
     """
     from cascade_cli.data.pass_rate import build_filter_config, run_pass_rate_filter
     from cascade_cli.engines.local.sampling import generator_sampler

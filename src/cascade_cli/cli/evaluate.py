@@ -9,10 +9,12 @@ from typing import Annotated, Any
 
 import typer
 
-from cascade_cli.cli.base import field_option, given, with_parameters
+from cascade_cli import files
+from cascade_cli.cli.base import COMMAND, field_option, given, with_parameters
 from cascade_cli.config.eval import EvalSettings
 from cascade_cli.console import console, print_warning, stdout
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.progress import Progress
 
 
 def _print_eval_table(results: dict, title: str) -> None:
@@ -35,8 +37,9 @@ def eval_command(
     model: Annotated[Path | None, typer.Option("--model", help="Checkpoint directory (HF save_pretrained).")] = None,
     benchmarks: Annotated[
         str | None,
-        typer.Option("--benchmarks", help="Comma-separated: math500, aime24, aime25, ifeval, humaneval, code_stdio, "
-                     "tiny_math, tiny_code, tiny_if, tiny_swe, mcq:FILE, code_stdio:FILE, hf:DATASET[:SPLIT]."),
+        typer.Option("--benchmarks", help="Comma-separated: math500, aime24, aime25, gsm8k, ifeval, ifbench, humaneval, "
+                     "mbpp, code_stdio, tiny_math, tiny_code, tiny_if, tiny_swe; or a file: mcq:FILE (multiple-choice "
+                     "rows), code_stdio:FILE, ifbench:FILE, math:FILE, ifeval:FILE; or hf:DATASET[:SPLIT] with --domain."),
     ] = None,
     benchmark_file: Annotated[
         Path | None, typer.Option("--benchmark-file", help="A local JSONL benchmark (canonical or raw rows).")
@@ -50,7 +53,8 @@ def eval_command(
 ) -> None:
     """Evaluate a checkpoint on benchmarks (avg@k and pass@k), or score a responses file.
 
-    Example: cascade eval --model runs/tiny/math_rl --benchmarks tiny_math,math500 --k 4 --limit 50
+    Example: [bold]cascade eval --model runs/tiny/math_rl --benchmarks tiny_math,tiny_code --k 4 --limit 32
+    --out runs/tiny/eval/math_rl[/]
     """
     from cascade_cli.config.build import build_stage_config
     from cascade_cli.evaluation.run import evaluate_checkpoint, score_responses
@@ -59,8 +63,8 @@ def eval_command(
     if responses is not None:
         if model is not None:
             raise CascadeUsageError("give either --model (generate) or --responses (score a file), not both")
-        out = out or Path("runs") / "eval" / responses.stem
-        with console.status(f"scoring {responses}"):
+        out = files.output_dir(out or Path("runs") / "eval" / responses.stem)
+        with Progress("eval", note=f"scoring {responses}", transient=True):
             results = score_responses(
                 responses, benchmarks, domain=domain, benchmark_file=benchmark_file, limit=settings.limit,
                 k=settings.k, workers=settings.workers, out_dir=out,
@@ -69,15 +73,15 @@ def eval_command(
     else:
         if model is None:
             raise CascadeUsageError("--model CKPT is required (or --responses FILE to score given responses)")
-        out = out or Path("runs") / "eval" / model.name
-        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-        with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console) as bar:
-            task = bar.add_task("loading", total=None)
+        out = files.output_dir(out or Path("runs") / "eval" / model.name)
+        names = [name for name in (benchmarks or "").split(",") if name.strip()] + ([1] if benchmark_file else [])
+        with Progress("eval", len(names) or None, unit="benchmark", note=f"loading {model}") as bar:
 
             def report(name: str, done: int, total: int) -> None:
-                verb = "generating + scoring" if done < total else "done"
-                bar.update(task, description=f"{name}: {verb} ({total} problems)")
+                if done < total:
+                    bar.update(note=f"{name}: generating + scoring {total} problems")
+                else:
+                    bar.advance(note=f"{name}: done")
 
             results = evaluate_checkpoint(
                 model, benchmarks or [], settings, out_dir=out, benchmark_file=benchmark_file, domain=domain,
@@ -98,7 +102,7 @@ def report_command(
 ) -> None:
     """Write report.md (stage x benchmark table with deltas) and report.png (scores across stages).
 
-    Example: cascade report runs/tiny --max-regression 3
+    Example: [bold]cascade report runs/tiny --max-regression 3[/]
     """
     from cascade_cli.evaluation.report import write_report
 
@@ -116,5 +120,5 @@ def report_command(
 
 def register(app: typer.Typer) -> None:
     settings = [field_option(EvalSettings, setting.name) for setting in dataclasses.fields(EvalSettings)]
-    app.command("eval")(with_parameters(eval_command, settings))
-    app.command("report")(report_command)
+    app.command("eval", **COMMAND)(with_parameters(eval_command, settings))
+    app.command("report", **COMMAND)(report_command)

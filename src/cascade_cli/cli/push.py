@@ -7,7 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from cascade_cli.console import console
+from cascade_cli.cli.base import COMMAND
+from cascade_cli.console import print_done
 
 
 def push_command(
@@ -35,9 +36,9 @@ def push_command(
             typer.echo(name)
         return
     url = hub.push(plan, private=private, revision=revision, commit_message=commit_message)
-    console.print(f"[green]pushed[/] {ckpt} -> {url}")
+    print_done(f"{ckpt} -> {url}", label="pushed")
 
 
 
 def register(app: typer.Typer) -> None:
-    app.command("push")(push_command)
+    app.command("push", **COMMAND)(push_command)

@@ -7,12 +7,17 @@ from typing import Annotated
 
 import typer
 
-from cascade_cli.cli.base import keys_command, make_typer
-from cascade_cli.console import console, stdout
+from cascade_cli import files
+from cascade_cli.cli.base import COMMAND, keys_command, make_typer
+from cascade_cli.console import console, print_done, stdout
 from cascade_cli.errors import CascadeUsageError
 
 RECIPE_CONFIG = "cascade_cli.recipe.schema:RecipeConfig"
-recipe_app = make_typer("recipe", "Run, plan, validate, list, show and copy recipes (a whole cascade in one YAML).")
+recipe_app = make_typer(
+    "recipe",
+    "Run, plan, validate, list, show and copy recipes (a whole cascade in one YAML).\n\n"
+    "Example: [bold]cascade recipe run recipes/tiny.yaml[/]",
+)
 with_keys = {"cls": keys_command(RECIPE_CONFIG)}
 
 RecipeArg = Annotated[str, typer.Argument(help="Recipe file, or the name of a built-in recipe (see `recipe list`).")]
@@ -47,8 +52,9 @@ def recipe_run(
     from cascade_cli.recipe.runner import RUN_MANIFEST, run_recipe
 
     loaded = load_recipe(recipe, overrides or [])
+    files.output_dir(loaded.recipe.run_dir, key="run_dir")
     run_recipe(loaded, from_stage=from_stage, only=only, restart=restart)
-    console.print(f"[green]done[/]: run manifest {Path(loaded.recipe.run_dir) / RUN_MANIFEST}")
+    print_done(f"run manifest {Path(loaded.recipe.run_dir) / RUN_MANIFEST}")
 
 
 @recipe_app.command("plan", **with_keys)
@@ -61,7 +67,7 @@ def recipe_plan(
 ) -> None:
     """Print the exact shell commands a `recipe run` equals, one per stage.
 
-    Example: [bold]cascade recipe plan recipes/tiny.yaml > cascade.sh && bash cascade.sh[/]
+    Example: [bold]cascade recipe plan recipes/tiny.yaml --out cascade.sh[/]  (then `bash cascade.sh` runs it)
     """
     from cascade_cli.recipe.loader import load_recipe
     from cascade_cli.recipe.plan import plan_lines
@@ -96,7 +102,7 @@ def recipe_validate(recipe: RecipeArg, overrides: OverridesArg = None) -> None:
     stdout.print(table)
 
 
-@recipe_app.command("list")
+@recipe_app.command("list", **COMMAND)
 def recipe_list() -> None:
     """List the built-in recipes.
 
@@ -138,7 +144,7 @@ def recipe_show(
         typer.echo(find_recipe(recipe).read_text(), nl=False)
 
 
-@recipe_app.command("cp")
+@recipe_app.command("cp", **COMMAND)
 def recipe_cp(
     name: Annotated[str, typer.Argument(help="Built-in recipe name (see `recipe list`) or a recipe file.")],
     dest: Annotated[Path, typer.Argument(help="Where to write the copy (a file or a directory).")],

@@ -22,21 +22,21 @@ from cascade_cli.cli.base import (
     stage_group,
     with_parameters,
 )
-from cascade_cli.console import console
+from cascade_cli.console import print_done
 from cascade_cli.stages import STAGE_KINDS, StageKind, run_config
 
 SHORT_NAMES = {"domain": ("-d",)}
 
 
 def _done_rlhf(config: Any, summary: dict[str, Any]) -> str:
-    line = f"[green]done[/]: {config.out}  steps {summary.get('steps', '-')}"
+    line = f"{config.out}  steps {summary.get('steps', '-')}"
     if "heldout_reward_after" in summary:
         line += f"  held-out RM score {summary['heldout_reward_before']:.3f} -> {summary['heldout_reward_after']:.3f}"
     return line
 
 
 def _done_reward_model(config: Any, summary: dict[str, Any]) -> str:
-    line = f"[green]done[/]: {config.out}  steps {summary.get('steps', '-')}"
+    line = f"{config.out}  steps {summary.get('steps', '-')}"
     if "heldout_accuracy" in summary:
         line += (
             f"  held-out pairwise accuracy {summary['heldout_accuracy_before']:.3f} -> "
@@ -50,7 +50,7 @@ def _done_reward_model(config: Any, summary: dict[str, Any]) -> str:
 def _done_rlvr(config: Any, summary: dict[str, Any]) -> str | None:
     if config.engine != "local":
         return None
-    line = f"[green]done[/]: {config.out}  steps {summary['steps']}"
+    line = f"{config.out}  steps {summary['steps']}"
     if "heldout_accuracy_after" in summary:
         line += f"  held-out accuracy {summary['heldout_accuracy_before']:.3f} -> {summary['heldout_accuracy_after']:.3f}"
     return line
@@ -60,28 +60,30 @@ def _done_rlvr(config: Any, summary: dict[str, Any]) -> str | None:
 HELP: dict[str, tuple[str, Callable[[Any, dict[str, Any]], str | None] | None]] = {
     "sft": (
         "Supervised fine-tuning with assistant-only loss on the local engine (resumes from OUT/trainer_state).\n\n"
-        "Example: [bold]cascade sft --init tiny --data runs/tiny/data/sft --out runs/tiny/sft lr=1e-3 epochs=3[/]",
+        "Example: [bold]cascade sft --init tiny --data runs/tiny/data_sft --out runs/tiny/sft lr=3e-3 max_steps=300[/]",
         None,
     ),
     "reward_model": (
         "Train a Bradley-Terry reward model (one `score` head; loads in AutoModelForSequenceClassification and "
         "OpenRLHF).\n\n"
-        "Example: [bold]cascade rlhf rm --init runs/tiny/sft --data runs/tiny/data/pref --out runs/tiny/rm lr=1e-3[/]",
+        "Example: [bold]cascade rlhf rm --init runs/tiny/sft --data runs/tiny/data_pref --out runs/tiny/rm lr=1.5e-3[/]",
         _done_reward_model,
     ),
     "rlhf": (
         "GRPO on a reward model's scores (Half-Half thinking modes, code-switch penalty); subcommand `rm` trains "
         "the RM.\n\n"
         "Overrides go after the options as key=value (steps=20 kl_coef=1e-3 reward_shaping=zscore_tanh ...).\n\n"
-        "Example: [bold]cascade rlhf --init runs/tiny/sft --reward-model runs/tiny/rm --data data/general "
-        "--out runs/tiny/rlhf steps=20[/]\n\n"
-        "Example: [bold]cascade rlhf rm --init runs/tiny/sft --data data/pref --out runs/tiny/rm[/]",
+        "Example: [bold]cascade rlhf --init runs/tiny/sft --reward-model runs/tiny/rm --data runs/tiny/data_chat "
+        "--out runs/tiny/rlhf steps=8[/]\n\n"
+        "Example: [bold]cascade rlhf rm --init runs/tiny/sft --data runs/tiny/data_pref --out runs/tiny/rm lr=1.5e-3[/]",
         _done_rlhf,
     ),
     "rlvr": (
         "GRPO with the domain's verifier as the reward (strictly on-policy, token-level loss, no KL).\n\n"
-        "Example: [bold]cascade rlvr --domain math --init runs/tiny/sft --data data/math.jsonl "
-        "--out runs/tiny/math_rl steps=30[/]",
+        "Example: [bold]cascade rlvr --domain math --init runs/tiny/sft --data runs/tiny/data_math "
+        "--out runs/tiny/math_rl steps=15[/]\n\n"
+        "Example: [bold]cascade rlvr --domain code --init runs/tiny/math_rl --data runs/tiny/data_code "
+        "--out runs/tiny/code_rl steps=15[/]",
         _done_rlvr,
     ),
 }
@@ -96,7 +98,7 @@ def run_stage(kind: StageKind, values: dict[str, Any], overrides: list[str]) -> 
     done = HELP[kind.kind][1]
     line = done(config, summary) if done else None
     if line:
-        console.print(line)
+        print_done(line)
 
 
 def _options(kind: StageKind, required: bool) -> list:

@@ -9,9 +9,10 @@ from typing import Annotated, Any
 
 import typer
 
-from cascade_cli.cli.base import make_typer, with_parameters
+from cascade_cli.cli.base import COMMAND, make_typer, with_parameters
 from cascade_cli.console import console, stdout
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.progress import Progress
 
 ProblemsArg = Annotated[Path, typer.Option("--problems", help="Problem rows (JSONL/parquet or a prepare-data folder).")]
 ModelOpt = Annotated[str | None, typer.Option("--model", help="Checkpoint directory, or `tiny` / `tiny:SEED` / `smollm2-135m` / `gguf:PATH`.")]
@@ -86,7 +87,8 @@ def code_command(
     submissions with their verdicts and accepted code of solved sibling subtasks (rows sharing a `problem`). Public tests: a row's `public_tests` (K or a code label), else the
     first --public-tests tests; hidden tests: the whole label. Prints the score per round and writes tts.json.
 
-    Example: cascade tts code --model runs/tiny/code_rl --problems runs/tiny/data_code/heldout.jsonl -R 3 -G 4 -N 200
+    Example: [bold]cascade tts code --model runs/tiny/code_rl --problems runs/tiny/data_code/heldout.jsonl -R 3 -G 4
+    -N 200[/]
     """
     from cascade_cli.tts.code import CodeTTSSettings, run_code_tts
     from cascade_cli.tts.sampling import load_problems, open_generator, sampler
@@ -99,17 +101,13 @@ def code_command(
         options["unsafe_no_sandbox"] = True
     settings = CodeTTSSettings(rounds, generations, max_generations, public_tests, feedback=feedback, options=options)
     sampling = _sampling(shared)
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console) as bar:
-        task = bar.add_task(f"loading {model}", total=None)
+    with Progress("tts code", rounds, unit="round", note=f"loading {model}", transient=True) as bar:
         generator = open_generator(model, sampling)
-        bar.update(task, description=f"round 1 of at most {rounds} ({len(rows)} problems)")
+        bar.update(note=f"round 1 ({len(rows)} problems)")
 
         def on_round(report: dict[str, Any]) -> None:
-            bar.update(task, description=(
-                f"round {report['round'] + 1}: {report['solved']}/{len(rows)} solved, "
-                f"{report['generations_total']}/{max_generations} generations"
+            bar.update(done=report["round"] + 1, note=(
+                f"{report['solved']}/{len(rows)} solved, {report['generations_total']}/{max_generations} generations"
             ))
 
         try:
@@ -148,7 +146,7 @@ def swe_command(
     ties to the shortest patch. Reports best@k (the selected patch reaches --threshold), pass@k (any of
     the k does) and pass@1, for k = 1, 2, 4, ..., against the golden patch (the swe verifier's reward).
 
-    Example: cascade tts swe --model runs/tiny/swe_rl --problems runs/tiny/data_swe/heldout.jsonl -k 8
+    Example: [bold]cascade tts swe --model runs/tiny/code_rl --problems runs/tiny/data_swe/heldout.jsonl -k 8[/]
     """
     from cascade_cli.chat import render_prompt
     from cascade_cli.records import row_prompt
@@ -168,7 +166,8 @@ def swe_command(
             by_id.setdefault(str(record["id"]), []).append(record["response"])
         instances = [Instance(row, by_id[str(row["id"])]) for row in rows if str(row["id"]) in by_id]
     else:
-        with console.status(f"generating {k} patches for each of {len(rows)} instances with {model}"):
+        note = f"generating {k} patches for each of {len(rows)} instances with {model}"
+        with Progress("tts swe", note=note, transient=True):
             generator = open_generator(model, sampling)
             try:
                 prompts = [render_prompt(row_prompt(row), row.get("mode", "think")) for row in rows]
@@ -176,7 +175,7 @@ def swe_command(
             finally:
                 generator.close()
         instances = [Instance(row, [c.text for c in group]) for row, group in zip(rows, groups, strict=True)]
-    with console.status(f"scoring {sum(len(i.responses) for i in instances)} patches"):
+    with Progress("tts swe", note=f"scoring {sum(len(i.responses) for i in instances)} patches", transient=True):
         result = run_swe_tts(instances, threshold)
     result.update(model=model, responses=str(responses) if responses else None, problems_file=str(problems))
     from rich.table import Table
@@ -195,7 +194,8 @@ def swe_command(
 
 def register(app: typer.Typer) -> None:
     group = make_typer("tts", "Test-time scaling: multi-round code submissions, best@k for SWE.\n\n"
-                       "Example: [bold]cascade tts code --model tiny --problems heldout.jsonl -R 2 -G 4[/]")
-    group.command("code", short_help="Multi-round test-time scaling for competitive programming.")(with_parameters(code_command, SHARED_PARAMETERS))
-    group.command("swe", short_help="best@k for SWE: filter, majority vote, shortest patch.")(with_parameters(swe_command, SHARED_PARAMETERS))
+                       "Example: [bold]cascade tts code --model runs/tiny/code_rl --problems "
+                       "runs/tiny/data_code/heldout.jsonl -R 2 -G 4[/]")
+    group.command("code", **COMMAND, short_help="Multi-round test-time scaling for competitive programming.")(with_parameters(code_command, SHARED_PARAMETERS))
+    group.command("swe", **COMMAND, short_help="best@k for SWE: filter, majority vote, shortest patch.")(with_parameters(swe_command, SHARED_PARAMETERS))
     app.add_typer(group, name="tts")

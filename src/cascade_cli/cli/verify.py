@@ -8,7 +8,9 @@ from typing import Annotated
 
 import typer
 
-from cascade_cli.console import console, stdout
+from cascade_cli import files
+from cascade_cli.cli.base import COMMAND
+from cascade_cli.console import console, labelled, stdout
 from cascade_cli.errors import CascadeUsageError
 
 
@@ -103,15 +105,18 @@ def verify_command(
 ) -> None:
     """Score rollouts with the verifiers, or serve rewards to OpenRLHF over HTTP.
 
-    Example: [bold]cascade verify --domain math --input rollouts.jsonl --output scored.jsonl --workers 2[/]
+    Example: [bold]cascade verify --input examples/data/rollouts.jsonl --output runs/scored.jsonl --workers 2[/]
 
-    Example: [bold]cascade verify --serve --port 5000 --workers 4[/]  (then OpenRLHF
+    Example: [bold]cascade verify --serve --port 5000 --workers 2[/]  (then OpenRLHF
     --reward.remote_url http://HOST:5000/get_reward)
 
-    Example: [bold]export CASCADE_REWARD_TOKEN=$(openssl rand -hex 24); cascade verify --serve --host 0.0.0.0[/]
-    (then --reward.remote_url http://HOST:5000/$CASCADE_REWARD_TOKEN/get_reward)
+    Off loopback the service needs a token in CASCADE_REWARD_TOKEN (e.g. `export
+    CASCADE_REWARD_TOKEN=$(openssl rand -hex 24)`), then OpenRLHF uses --reward.remote_url
+    http://HOST:5000/$CASCADE_REWARD_TOKEN/get_reward:
 
-    Example: [bold]cascade verify --serve --reward-model runs/x/reward_model --port 5000[/]  (RLHF rewards)
+    Example: [bold]cascade verify --serve --host 0.0.0.0 --port 5000[/]
+
+    Example: [bold]cascade verify --serve --reward-model runs/tiny/rm --port 5000[/]  (RLHF rewards)
 
     Example: [bold]cascade verify --export-reward-func reward.py[/]  (then --reward.remote_url reward.py)
 
@@ -150,18 +155,16 @@ def verify_command(
         raise CascadeUsageError("--reward-model: only with --serve (the reward service hosts the reward model)")
     if input is None:
         raise CascadeUsageError("--input is required (a JSONL file of rollout records), unless --serve is given")
+    if output is not None:
+        files.output_file(output, "--output")
 
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from cascade_cli.progress import Progress
 
-    with Progress(
-        TextColumn("verifying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=console, transient=True, disable=json_summary,
-    ) as progress:
-        task = progress.add_task("verify", total=None)
+    with Progress("verifying", unit="record", transient=True, enabled=not json_summary) as progress:
         summary, rows = scoring.verify_file(
             input, output, domain=domain, options=options, workers=workers or 1,
-            on_total=lambda total: progress.update(task, total=total),
-            on_progress=lambda done: progress.advance(task, done),
+            on_total=lambda total: progress.update(total=total),
+            on_progress=lambda done: progress.advance(done),
         )
     bad = [row["error"] for row in rows if "error" in row]
     if json_summary:
@@ -169,7 +172,7 @@ def verify_command(
     else:
         stdout.print(scoring.summary_table(summary, title=f"cascade verify {input.name}"))
         for message in bad[:10]:
-            console.print(f"[yellow]bad row[/] {message}", markup=True, soft_wrap=True)
+            console.print(labelled("bad row", "yellow", message), soft_wrap=True)
         if len(bad) > 10:
             console.print(f"... and {len(bad) - 10} more bad rows (see 'error' in the output)")
     if strict and bad:
@@ -178,4 +181,4 @@ def verify_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("verify")(verify_command)
+    app.command("verify", **COMMAND)(verify_command)

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from omegaconf import MISSING
 
+from cascade_cli.config.checks import TEXT, Bound, above, at_least, fraction, one_of
 from cascade_cli.errors import CascadeUsageError
 
 GRADIENT_CHECKPOINTING = ("true", "false", "auto")
+ENGINES = ("local", "openrlhf")
+SEEDS = at_least(0)  # numpy seeds must be non-negative
 
 
 @dataclass
@@ -39,6 +44,53 @@ class ClusterConfig:
     # Reward service URLs (`cascade verify --serve`, http://HOST:PORT/get_reward) the job scores with.
     reward_urls: list[str] = field(default_factory=list)
 
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "ray_address": TEXT, "runtime_env_json": TEXT,
+        "nodes": at_least(1), "gpus_per_node": at_least(1), "vllm_engines": at_least(1),
+        "vllm_tensor_parallel_size": at_least(1),
+        "actor_gpus": at_least(1), "ref_gpus": at_least(1), "critic_gpus": at_least(1), "reward_gpus": at_least(1),
+    }
+
+    def check(self) -> None:
+        if self.runtime_env_json:
+            try:
+                value = json.loads(self.runtime_env_json)
+            except json.JSONDecodeError as error:
+                raise CascadeUsageError(
+                    f"runtime_env_json: expected a JSON object, found {self.runtime_env_json!r} ({error.msg})"
+                ) from None
+            if not isinstance(value, dict):
+                raise CascadeUsageError(f"runtime_env_json: expected a JSON object, found {type(value).__name__}")
+        for url in map(str, self.reward_urls):
+            if not url.startswith(("http://", "https://")) and not url.endswith(".py"):
+                raise CascadeUsageError(
+                    f"reward_urls: {url!r}: expected an http(s) URL of `cascade verify --serve` "
+                    "(http://HOST:PORT/get_reward) or the reward_func .py file (`cascade verify --print-reward-func-path`)"
+                )
+        for key in ("actor_gpus", "ref_gpus", "critic_gpus", "reward_gpus"):
+            role_layout(self, getattr(self, key), key)
+
+
+def role_layout(cluster: ClusterConfig, gpus: int | None, key: str = "") -> tuple[int, int]:
+    """(num_nodes, num_gpus_per_node) for a role with `gpus` GPUs in all (None: the whole cluster). A plain
+    function, as the OpenRLHF job builders also read a structured DictConfig of the cluster."""
+    per_node = int(cluster.gpus_per_node)
+    if gpus is None:
+        return int(cluster.nodes), per_node
+    if gpus <= per_node:
+        return 1, gpus
+    if gpus % per_node:
+        raise CascadeUsageError(
+            f"{key or 'a role'}: {gpus} GPUs must fill whole nodes of gpus_per_node={per_node} "
+            f"(use a multiple of {per_node} or at most {per_node})"
+        )
+    return gpus // per_node, per_node
+
+
+def role_gpus(cluster: ClusterConfig, gpus: int | None) -> int:
+    nodes, per_node = role_layout(cluster, gpus)
+    return nodes * per_node
+
 
 @dataclass
 class StageConfig:
@@ -61,6 +113,13 @@ class StageConfig:
     restart: bool = False  # start over even when OUT holds a run with another config
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
 
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "name": TEXT, "engine": one_of(*ENGINES), "init": TEXT, "out": TEXT, "seed": SEEDS,
+    }
+
+    def check(self) -> None:
+        """Checks across keys (config/checks.py runs them after every key's bound)."""
+
 
 @dataclass
 class LoRAConfig:
@@ -75,15 +134,14 @@ class LoRAConfig:
     # Layers that get adapters: all-linear (every linear layer but the LM head) or names, e.g. q_proj,v_proj.
     target_modules: str = "all-linear"
 
-    def __post_init__(self) -> None:
-        if self.r < 0:
-            raise CascadeUsageError(f"lora.r: expected 0 (off) or a positive rank, found {self.r}")
-        if self.r and self.alpha <= 0:
-            raise CascadeUsageError(f"lora.alpha: expected a positive number, found {self.alpha}")
-        if not 0 <= self.dropout < 1:
-            raise CascadeUsageError(f"lora.dropout: expected a value in [0, 1), found {self.dropout}")
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "r": at_least(0, "0 (off) or a positive rank"), "alpha": above(0), "dropout": fraction(high_open=True),
+        "target_modules": TEXT,
+    }
+
+    def check(self) -> None:
         if self.r and not self.target_modules.strip(", "):
-            raise CascadeUsageError("lora.target_modules: expected all-linear or module names, found nothing")
+            raise CascadeUsageError("target_modules: expected all-linear or module names, found nothing")
 
 
 @dataclass
@@ -104,10 +162,19 @@ class TrainerConfig(StageConfig):
     # auto (on when one micro-batch's activations would need over a quarter of the RAM / GPU memory).
     gradient_checkpointing: str = "auto"
 
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "lr": above(0), "weight_decay": at_least(0), "beta1": fraction(high_open=True),
+        "beta2": fraction(high_open=True), "max_grad_norm": at_least(0),
+        "gradient_checkpointing": one_of(*GRADIENT_CHECKPOINTING),
+    }
+
     def __post_init__(self) -> None:
-        setting = str(self.gradient_checkpointing).lower()
-        if setting not in GRADIENT_CHECKPOINTING:
+        # YAML's `true` arrives as the string "True" in this str key.
+        self.gradient_checkpointing = str(self.gradient_checkpointing).lower()
+
+    def check(self) -> None:
+        super().check()
+        if self.dry_run and self.engine != "openrlhf":
             raise CascadeUsageError(
-                f"gradient_checkpointing: expected true, false or auto, found {self.gradient_checkpointing!r}"
+                "dry_run: only engine openrlhf has a dry run (`cascade recipe plan` prints a local stage's command)"
             )
-        self.gradient_checkpointing = setting

@@ -2,18 +2,49 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from omegaconf import MISSING
 
+from cascade_cli.chat import MODES
+from cascade_cli.config.checks import TEXT, Bound, at_least, fraction, one_of
 from cascade_cli.config.common import StageConfig
+from cascade_cli.errors import CascadeUsageError
+from cascade_cli.records import ROW_DOMAINS
+
+CONSTRAINT_SETS = ("ifeval", "ifbench")  # data/constraints.py: the constraints each set attaches
+MAX_CONSTRAINTS = 6
+
+
+def parse_sets(spec: str) -> list[str]:
+    """`add_constraints`: `ifeval`, `ifbench` or both, comma-separated."""
+    names = [name.strip() for name in spec.split(",") if name.strip()]
+    if not names or any(name not in CONSTRAINT_SETS for name in names):
+        raise CascadeUsageError(
+            f"add_constraints: expected {' | '.join(CONSTRAINT_SETS)} (or both, comma-separated); found {spec!r}"
+        )
+    return names
+
+
+def parse_count_range(spec: str) -> tuple[int, int]:
+    """`constraints_per_prompt`: `1-3` -> (1, 3); `2` -> (2, 2)."""
+    match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", str(spec))
+    low, high = (int(match.group(1)), int(match.group(2) or match.group(1))) if match else (0, 0)
+    if not match or low < 1 or high < low or high > MAX_CONSTRAINTS:
+        raise CascadeUsageError(
+            f"constraints_per_prompt: expected a count or a range like 1-3 (1 to {MAX_CONSTRAINTS}); found {spec!r}"
+        )
+    return low, high
 
 
 @dataclass
 class PrepareDataConfig(StageConfig):
     kind: str = "prepare_data"
     # tiny:DOMAIN (math|code|if|pref|general|sft), a local json/jsonl/parquet file or folder (`shared:REL`: a
-    # file of the shared data folder, data/shared_paths.py), or a hub dataset id (also a `datasets` builder such as `json` / `parquet` together with `data_files`).
+    # file of the shared data folder, $CASCADE_SHARED_DATA), or a hub dataset id (also a `datasets` builder
+    # such as `json` / `parquet` together with `data_files`).
     source: str = MISSING
     domain: str | None = None  # force every row's domain (else read from the row or inferred from columns)
     split: str = "train"  # hub split
@@ -31,7 +62,7 @@ class PrepareDataConfig(StageConfig):
     wrong_fraction: float = 0.2
     # tiny:sft task mix, task -> weight.
     mix: dict[str, float] = field(default_factory=dict)
-    # Filters on the training rows (issue 11): drop rows whose prompt shares a word n-gram with (or equals,
+    # Filters on the training rows: drop rows whose prompt shares a word n-gram with (or equals,
     # after normalisation) a benchmark prompt or a prompt of another data set (paper: 9-grams; SFT and RL
     # prompts strictly disjoint). Benchmarks by name (math500, aime24, aime25, ifeval, humaneval, ...) or file.
     decontaminate_against: list[str] = field(default_factory=list)
@@ -43,26 +74,42 @@ class PrepareDataConfig(StageConfig):
     # a tokenizer folder / model id; without it the card reports character lengths only.
     tokenizer: str | None = None
     # Source format: auto reads it off each row's columns (rows no format claims take the generic column
-    # rules); data/formats.py names the released and public ones (nemotron-sft, nemotron-rl-math, openai,
-    # livecodebench, apps, ...); helpsteer | ultrafeedback (data/preferences.py) turn raw rows into pref
-    # pairs (ties dropped). drop_math_code drops math and competitive-programming prompts
-    # (data/prompt_filters.py; for RLHF prompts).
+    # rules), or a released / public format by name (nemotron-sft, nemotron-rl-math, openai, livecodebench,
+    # apps, gsm8k, mbpp, ...; a wrong name lists them all); helpsteer | ultrafeedback turn raw rows into pref
+    # pairs (ties dropped).
     format: str = "auto"
     # Drop math and competitive-programming prompts (for RLHF prompts).
     drop_math_code: bool = False
     # Drop rows whose answers (assistant turns, a pair's chosen side) switch language or script away from the
-    # prompt's (verifiers/language.py), as the paper filters its data.
+    # prompt's, as the paper filters its data.
     drop_code_switch: bool = False
-    # Keep only the rows whose id is listed or in a listed range A-B of integer ids (data/select_ids.py), e.g.
-    # MBPP's train + validation tasks: [511-974].
+    # Keep only the rows whose id is listed or in a listed range A-B of integer ids, e.g. MBPP's train +
+    # validation tasks: [511-974].
     keep_ids: list[str] = field(default_factory=list)
     # Canonical rows of other prepare-data folders (or files) added to this source's rows: one data mix
     # for one stage (e.g. SFT on GSM8K + MBPP + HH answers).
     include: list[str] = field(default_factory=list)
-    # IF-RL prompts from prompt rows (data/constraints.py): attach verifiable constraints of ifeval | ifbench
-    # (or both, comma-separated), phrased in natural language, conflicting ones skipped.
+    # IF-RL prompts from prompt rows: attach verifiable constraints of ifeval | ifbench (or both,
+    # comma-separated), phrased in natural language, conflicting ones skipped.
     add_constraints: str | None = None
     # Constraints per prompt: a count or a range (drawn uniformly), e.g. 1-3.
     constraints_per_prompt: str = "1-3"
     # With add_constraints: also decontaminate the prompts against the set's benchmark (IFEval's 541 prompts).
     constraints_decontaminate: bool = True
+
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "engine": one_of("local"),  # no OpenRLHF job prepares data
+        "source": TEXT, "domain": one_of(*ROW_DOMAINS), "split": TEXT, "subset": TEXT,
+        "limit": at_least(1), "offset": at_least(0), "n": at_least(0), "mode": one_of(*MODES), "holdout": at_least(0),
+        "wrong_fraction": fraction(), "ngram_n": at_least(1), "tokenizer": TEXT, "format": TEXT,
+        "add_constraints": TEXT, "constraints_per_prompt": TEXT,
+    }
+
+    def check(self) -> None:
+        super().check()
+        for task, weight in self.mix.items():
+            if weight < 0:
+                raise CascadeUsageError(f"mix.{task}: expected a weight >= 0, found {weight}")
+        if self.add_constraints is not None:
+            parse_sets(self.add_constraints)
+            parse_count_range(self.constraints_per_prompt)

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
-from cascade_cli.errors import CascadeUsageError
+from cascade_cli.chat import MODES
+from cascade_cli.config.checks import Bound, Range, at_least, one_of, validate
 
 BACKENDS = ("auto", "vllm", "hf")
 
@@ -14,7 +16,7 @@ BACKENDS = ("auto", "vllm", "hf")
 class EvalSettings:
     """How each benchmark is sampled and scored (`cascade eval --k 4 --max-tokens 512 ...`)."""
 
-    # Samples per problem (unset: the benchmark's own: 64 AIME, 8 IF/code/GPQA).
+    # Samples per problem (unset: the benchmark's own: 64 AIME, 8 IF/code/multiple choice, 1 gsm8k/mbpp).
     k: int | None = None
     # think | no_think (unset: the benchmark's own, e.g. no_think for IFEval).
     mode: str | None = None
@@ -29,21 +31,14 @@ class EvalSettings:
     seed: int = 0  # sampling seed
     workers: int = 1  # verifier processes
 
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "k": at_least(1), "mode": one_of(*MODES), "limit": at_least(1), "max_tokens": at_least(1),
+        "temperature": at_least(0), "top_p": Range(0, 1, low_open=True), "backend": one_of(*BACKENDS),
+        "seed": at_least(0), "workers": at_least(1),
+    }
+
     def __post_init__(self) -> None:
-        if self.k is not None and self.k < 1:
-            raise CascadeUsageError(f"--k must be at least 1; found {self.k}")
-        if self.mode is not None and self.mode not in ("think", "no_think"):
-            raise CascadeUsageError(f"--mode must be think or no_think; found {self.mode!r}")
-        if self.backend not in BACKENDS:
-            raise CascadeUsageError(f"--backend must be one of {', '.join(BACKENDS)}; found {self.backend!r}")
-        if self.max_tokens is not None and self.max_tokens < 1:
-            raise CascadeUsageError(f"--max-tokens must be at least 1; found {self.max_tokens}")
-        if self.limit is not None and self.limit < 1:
-            raise CascadeUsageError(f"--limit must be at least 1; found {self.limit}")
-        if self.temperature is not None and self.temperature < 0:
-            raise CascadeUsageError(f"--temperature must be at least 0; found {self.temperature}")
-        if self.workers < 1:
-            raise CascadeUsageError(f"--workers must be at least 1; found {self.workers}")
+        validate(self)  # also built directly (EvalSettings(k=8)), not only through config/structure.py
 
 
 @dataclass
@@ -58,3 +53,5 @@ class EvalConfig(EvalSettings):
     # Benchmark names (as `cascade eval --benchmarks`).
     benchmarks: list[str] = field(default_factory=lambda: ["tiny_math", "tiny_code", "tiny_if"])
     max_regression: float = 3.0  # points a benchmark may fall after a stage before it is flagged
+
+    BOUNDS: ClassVar[dict[str, Bound]] = {"max_regression": at_least(0)}

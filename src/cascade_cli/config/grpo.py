@@ -10,17 +10,22 @@ RLHF subclasses `GRPOConfig` (reward = a reward model's score, `mode: half`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 from omegaconf import MISSING
 
-from cascade_cli.config.common import TrainerConfig
+from cascade_cli.config.checks import ANY_NUMBER, TEXT, Bound, Range, above, at_least, fraction, one_of
+from cascade_cli.config.common import TrainerConfig, role_gpus
 from cascade_cli.errors import CascadeUsageError
 
 # The paper's mode per RLVR domain: IF-RL in non-thinking mode, math / code / swe in thinking mode.
 DOMAIN_MODES = {"if": "no_think", "math": "think", "code": "think", "swe": "think"}
 PROMPT_MODES = ("think", "no_think", "half", "row")
 ROLLOUT_DTYPES = ("auto", "float32", "bfloat16")
+LOSS_AGGREGATIONS = ("token", "sequence")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+ROLLOUT_BACKENDS = ("auto", "hf", "vllm")
+TEMPERATURES = above(0)  # GRPO needs samples that differ within a group
 
 
 @dataclass
@@ -36,11 +41,15 @@ class PhaseConfig:
     # Overlong filtering in this phase (unset: the stage's overlong_filter).
     overlong_filter: Optional[bool] = None
 
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "steps": at_least(1), "max_response_len": at_least(1), "temperature": TEMPERATURES,
+    }
+
 
 @dataclass
 class RolloutConfig:
     # auto | hf | vllm. auto: hf for small models; vllm on a GPU, and on a CPU when the stage's rollout tokens
-    # pay back vLLM's engine start (engines/local/rollout_backend.py).
+    # pay back vLLM's engine start.
     backend: str = "auto"
     # vLLM engine dtype: auto (bf16 where the device computes bf16 natively, else float32) | float32 | bfloat16
     dtype: str = "auto"
@@ -48,11 +57,10 @@ class RolloutConfig:
     # Verify finished chunks of groups in a background thread while the next chunk generates.
     chunk_prompts: int = 0  # prompts per generation chunk; 0 = the whole step at once (no overlap)
 
-    def __post_init__(self) -> None:
-        if self.dtype not in ROLLOUT_DTYPES:
-            raise CascadeUsageError(
-                f"rollout.dtype: expected one of {', '.join(ROLLOUT_DTYPES)}, found {self.dtype!r}"
-            )
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "backend": one_of(*ROLLOUT_BACKENDS), "dtype": one_of(*ROLLOUT_DTYPES), "max_batch_size": at_least(1),
+        "chunk_prompts": at_least(0),
+    }
 
 
 @dataclass
@@ -111,7 +119,7 @@ class GRPOConfig(TrainerConfig):
     train_micro_batch: int = 32  # sequences per forward/backward (gradient accumulation, one step)
     logprob_chunk_tokens: int = 1024  # positions per LM-head chunk of the log-probs (memory ~ chunk x vocab)
     # auto: bf16 weights on a GPU; on a CPU fp32 weights, with bf16 autocast for 50M+ parameter models where
-    # the CPU has native bf16 (engines/local/precision.py) | float32 | bfloat16 (weights, no autocast)
+    # the CPU has native bf16 | float32 | bfloat16 | float16 (weights, no autocast)
     dtype: str = "auto"
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     # Rewards: the verifier registry (the same path as `cascade verify`).
@@ -121,10 +129,77 @@ class GRPOConfig(TrainerConfig):
     # {reward: fraction} for if.
     verifier_options: dict[str, Any] = field(default_factory=dict)
     # Bookkeeping.
-    save_every: int = 0  # checkpoint (weights + trainer_state/) every N steps; 0 = only at the end
+    save_every: int = 0  # write trainer_state/ every N steps (0: only at the end)
     resume: bool = True  # continue from OUT/trainer_state when present
     # Also write TensorBoard logs to OUT/tensorboard.
     tensorboard: bool = False
+
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "data": TEXT, "eval_data": TEXT, "eval_max_new_tokens": at_least(1), "eval_limit": at_least(1),
+        "mode": one_of(*PROMPT_MODES), "steps": at_least(1), "prompts_per_step": at_least(1),
+        "group_size": at_least(2, "at least 2 responses per prompt (the group the advantage compares)"),
+        "max_prompt_len": at_least(1), "max_response_len": at_least(1), "temperature": TEMPERATURES,
+        "top_p": Range(0, 1, low_open=True), "top_k": at_least(-1),
+        "truncated_reward": ANY_NUMBER, "dynamic_filter_max_rounds": at_least(1),
+        "dynamic_filter_oversample": at_least(1), "epoch_filter_hard_p": fraction(), "epoch_filter_easy_p": fraction(),
+        "adv_eps": above(0), "kl_coef": at_least(0), "loss_aggregation": one_of(*LOSS_AGGREGATIONS),
+        "entropy_coef": at_least(0), "train_micro_batch": at_least(1), "logprob_chunk_tokens": at_least(1),
+        "dtype": one_of(*DTYPES), "verify_workers": at_least(1), "save_every": at_least(0),
+    }
+
+    def check(self) -> None:
+        if self.engine == "openrlhf":
+            check_openrlhf_layout(self)
+
+
+def check_openrlhf_layout(config: GRPOConfig) -> None:
+    """An RL stage's roles fit the cluster, and OpenRLHF's colocation assertions hold (they would fail after
+    minutes of start-up on the cluster)."""
+    cluster = config.cluster
+    total = int(cluster.nodes) * int(cluster.gpus_per_node)
+    actor = role_gpus(cluster, cluster.actor_gpus)
+    vllm = int(cluster.vllm_engines) * int(cluster.vllm_tensor_parallel_size)
+    if actor > total:
+        raise CascadeUsageError(f"cluster.actor_gpus: {actor} GPUs asked, the cluster has {total}")
+    uses_rm = config.kind == "rlhf" and not cluster.reward_urls
+    if uses_rm and config.dynamic_filter:
+        raise CascadeUsageError(
+            "cluster.reward_urls: dynamic_filter needs the reward service (OpenRLHF filters on remote rewards "
+            "only); set cluster.reward_urls or dynamic_filter=false"
+        )
+    samples = config.prompts_per_step * config.group_size
+    if samples < actor:
+        raise CascadeUsageError(
+            f"prompts_per_step: prompts_per_step x group_size = {samples} samples per step is fewer than the "
+            f"{actor} actor GPUs (OpenRLHF asserts at least one sample per GPU)"
+        )
+    if cluster.colocate_all:
+        if vllm != actor:
+            raise CascadeUsageError(
+                "cluster.colocate_all: colocate_all needs vllm_engines x vllm_tensor_parallel_size == actor GPUs "
+                f"(OpenRLHF asserts it); found {cluster.vllm_engines} x {cluster.vllm_tensor_parallel_size} = "
+                f"{vllm} for {actor} actor GPUs"
+            )
+        return
+    needed = {"actor": actor, "vllm": vllm}
+    if config.kl_coef > 0:
+        needed["ref"] = role_gpus(cluster, cluster.ref_gpus)
+    if uses_rm:
+        needed["reward"] = role_gpus(cluster, cluster.reward_gpus)
+    if sum(needed.values()) > total:
+        parts = " + ".join(f"{role} {gpus}" for role, gpus in needed.items())
+        raise CascadeUsageError(
+            f"cluster: the roles need {parts} = {sum(needed.values())} GPUs without colocate_all; the cluster has "
+            f"{cluster.nodes} x {cluster.gpus_per_node} = {total} (set actor_gpus / vllm_engines, or colocate_all=true)"
+        )
+
+
+def missing_reward(wanted: str) -> CascadeUsageError:
+    return CascadeUsageError(
+        f"{wanted}: missing reward source; start the reward service "
+        "(`cascade verify --serve`) and set cluster.reward_urls=[http://HOST:PORT/get_reward], or point it at "
+        "the reward_func file (`cascade verify --print-reward-func-path`)"
+    )
 
 
 @dataclass
@@ -138,22 +213,29 @@ class RLVRConfig(GRPOConfig):
     # score); the reward service computes it (`cascade verify --serve --reward-model CKPT`, engine openrlhf).
     if_rm_bonus: bool = False
 
+    BOUNDS: ClassVar[dict[str, Bound]] = {"domain": one_of(*DOMAIN_MODES)}
+
+    def check(self) -> None:
+        super().check()
+        if self.if_rm_bonus and self.domain != "if":
+            raise CascadeUsageError(f"if_rm_bonus: only for domain if; found domain {self.domain!r}")
+        if self.if_rm_bonus and self.engine != "openrlhf":
+            raise CascadeUsageError("if_rm_bonus: the reward service computes it; use engine: openrlhf")
+        if self.engine == "openrlhf" and not self.cluster.reward_urls:
+            raise missing_reward("cluster.reward_urls")
+
 
 def resolve_phases(config: GRPOConfig) -> list[PhaseConfig]:
     """The response-length schedule with every key set: each of `phases` with its unset keys taken from the
     stage's top-level values, or (no `phases`) one phase of `steps`. Every engine reads the schedule here."""
     if not config.phases:
         return [PhaseConfig(config.steps, config.max_response_len, config.temperature, config.overlong_filter)]
-    phases = []
-    for index, phase in enumerate(config.phases):
-        if phase.steps is None or phase.steps < 1:
-            raise CascadeUsageError(f"phases[{index}].steps: expected a positive integer, found {phase.steps!r}")
-        phases.append(
-            PhaseConfig(
-                phase.steps,
-                config.max_response_len if phase.max_response_len is None else phase.max_response_len,
-                config.temperature if phase.temperature is None else phase.temperature,
-                config.overlong_filter if phase.overlong_filter is None else phase.overlong_filter,
-            )
+    return [
+        PhaseConfig(
+            phase.steps,
+            config.max_response_len if phase.max_response_len is None else phase.max_response_len,
+            config.temperature if phase.temperature is None else phase.temperature,
+            config.overlong_filter if phase.overlong_filter is None else phase.overlong_filter,
         )
-    return phases
+        for phase in config.phases
+    ]

@@ -4,14 +4,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import ClassVar, Optional
 
 from omegaconf import MISSING
 
-from cascade_cli.config.grpo import GRPOConfig
+from cascade_cli.config.checks import TEXT, Bound, at_least, one_of
+from cascade_cli.config.grpo import GRPOConfig, missing_reward, resolve_phases
+from cascade_cli.errors import CascadeUsageError
 
 REWARD_SHAPINGS = ("none", "zscore_tanh")
-LOSS_AGGREGATIONS = ("token", "sequence")
 
 
 @dataclass
@@ -42,3 +43,19 @@ class RLHFConfig(GRPOConfig):
     reward_shaping: str = "none"
     rm_batch_size: int = 32  # sequences per reward-model forward
     rm_max_len: int = 4096  # longer (prompt + answer) texts keep their last rm_max_len tokens
+
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "reward_model": TEXT, "code_switch_margin": at_least(0), "reward_shaping": one_of(*REWARD_SHAPINGS),
+        "rm_batch_size": at_least(1), "rm_max_len": at_least(1),
+    }
+
+    def check(self) -> None:
+        super().check()
+        if self.engine == "openrlhf" and not self.cluster.reward_urls:
+            if not self.reward_model:
+                raise missing_reward("cluster.reward_urls or reward_model")
+            if self.top_k > 0 or self.epoch_filter or any(p.overlong_filter for p in resolve_phases(self)):
+                raise CascadeUsageError(
+                    "cluster.reward_urls: top_k / overlong_filter / epoch_filter need cascade's agent and the "
+                    "reward service: set cluster.reward_urls to `cascade verify --serve --reward-model CKPT`"
+                )

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import ClassVar, Optional
 
 from omegaconf import MISSING
 
+from cascade_cli.config.checks import TEXT, Bound, above, at_least, fraction
 from cascade_cli.config.common import TrainerConfig
+from cascade_cli.config.sft import check_min_lr
 
 
 @dataclass
@@ -44,3 +46,14 @@ class RewardModelConfig(TrainerConfig):
     save_every: int = 0  # write trainer_state/ every N optimizer steps (0: only at the end)
     resume: bool = True  # continue from OUT/trainer_state when present
     stop_after: Optional[int] = None  # stop (state saved) after this step, as if killed; for resume tests
+
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "data": TEXT, "eval_data": TEXT, "heldout_fraction": fraction(high_open=True), "max_seq_len": at_least(1),
+        "epochs": above(0), "max_steps": at_least(1), "batch_size": at_least(1), "micro_batch": at_least(1),
+        "min_lr": at_least(0), "warmup_ratio": fraction(high_open=True), "log_every": at_least(1),
+        "save_every": at_least(0), "stop_after": at_least(1),
+    }
+
+    def check(self) -> None:
+        super().check()
+        check_min_lr(self.lr, self.min_lr)

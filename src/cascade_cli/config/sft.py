@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from omegaconf import MISSING
 
+from cascade_cli.config.checks import TEXT, Bound, above, at_least, fraction
 from cascade_cli.config.common import TrainerConfig
+from cascade_cli.errors import CascadeUsageError
 
 
 @dataclass
@@ -51,3 +54,21 @@ class SFTConfig(TrainerConfig):
     eval_limit: int = 200
     # Held-out prompts per generation batch.
     eval_batch_size: int = 32
+
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "data": TEXT, "max_seq_len": at_least(1), "epochs": above(0), "max_steps": at_least(1),
+        "batch_size": at_least(1), "grad_accum": at_least(1), "min_lr": at_least(0),
+        "warmup_ratio": fraction(high_open=True), "threads": at_least(0), "save_every": at_least(0),
+        "stop_after": at_least(1), "log_every": at_least(1), "eval_prompts": TEXT,
+        "eval_max_new_tokens": at_least(1), "eval_limit": at_least(1), "eval_batch_size": at_least(1),
+    }
+
+    def check(self) -> None:
+        super().check()
+        check_min_lr(self.lr, self.min_lr)
+
+
+def check_min_lr(lr: float, min_lr: float) -> None:
+    """The cosine schedule decays from lr to min_lr, so min_lr may not exceed lr."""
+    if min_lr > lr:
+        raise CascadeUsageError(f"min_lr: expected a number <= lr ({lr:g}), found {min_lr:g}")

@@ -7,6 +7,7 @@ from typing import Any, TypeVar
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException, ValidationError
 
+from cascade_cli.config.checks import validate
 from cascade_cli.errors import CascadeUsageError
 
 T = TypeVar("T")
@@ -21,6 +22,10 @@ def describe_error(error: OmegaConfBaseException, where: str, prefix: str = "") 
         message = f"unknown key {str(key)!r} ({message})"
     elif isinstance(error, MissingMandatoryValue):
         message = "missing required value"
+    elif isinstance(error, ValidationError) and "is not a ListConfig" in message:
+        message = "expected a list, e.g. [a,b] (quoted on a shell line: 'key=[a,b]')"
+    elif isinstance(error, ValidationError) and "is not a DictConfig" in message:
+        message = "expected a mapping, e.g. {a: 1} (quoted on a shell line: 'key={a: 1}')"
     elif isinstance(error, ValidationError):
         message = f"wrong type: {message}"
     location = f"{where}: " if where else ""
@@ -28,7 +33,8 @@ def describe_error(error: OmegaConfBaseException, where: str, prefix: str = "") 
 
 
 def structure(config_cls: type[T], values: dict[str, Any] | DictConfig, where: str = "", prefix: str = "") -> T:
-    """Validate `values` against `config_cls` (unknown keys, types, missing required keys) and build it."""
+    """Validate `values` against `config_cls` (unknown keys, types, missing required keys, then every key's
+    bound and the class's own checks: config/checks.py) and build it."""
     try:
         merged = OmegaConf.merge(OmegaConf.structured(config_cls), values)
         missing = sorted(OmegaConf.missing_keys(merged))
@@ -37,10 +43,12 @@ def structure(config_cls: type[T], values: dict[str, Any] | DictConfig, where: s
             location = f"{where}: " if where else ""
             raise CascadeUsageError(f"{location}{full}: missing required value")
         try:
-            return OmegaConf.to_object(merged)  # type: ignore[return-value]
-        except CascadeUsageError as error:  # a check in the dataclass's __post_init__
-            location = "".join(f"{part}: " for part in (where, prefix) if part)
-            raise CascadeUsageError(f"{location}{error}") from None
+            config = OmegaConf.to_object(merged)
+            validate(config)
+            return config  # type: ignore[return-value]
+        except CascadeUsageError as error:  # a bound or a check of the config class
+            location = f"{where}: " if where else ""
+            raise CascadeUsageError(f"{location}{prefix + '.' if prefix else ''}{error}") from None
     except OmegaConfBaseException as error:
         raise CascadeUsageError(describe_error(error, where, prefix)) from None
 

@@ -114,7 +114,7 @@ def print_summary(card: dict[str, Any], out: Path, dry_run: bool) -> None:
         )
     counts = card["counts"]
     console.print(
-        f"source [bold]{card['source']}[/]: read {counts['read']}, wrote {counts['written']} to {DATA_FILE}"
+        f"source {card['source']}: read {counts['read']}, wrote {counts['written']} to {DATA_FILE}"
         + (f", {counts['heldout']} to {HELDOUT_FILE}" if counts["heldout"] else "")
         + (
             f"; dropped {counts['dropped_holdout_overlap']} sharing a held-out prompt"

@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from cascade_cli.config.data import parse_count_range, parse_sets
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
 
-SETS = ("ifeval", "ifbench")
 SET_BENCHMARKS = {"ifeval": "ifeval", "ifbench": "ifbench"}  # decontaminated against by default
 RELATIONS = ("at least", "less than")
 LANGUAGES = {"es": "Spanish", "fr": "French", "de": "German", "it": "Italian", "pt": "Portuguese"}
@@ -311,27 +311,6 @@ def conflict_table(constraints: list[Constraint]) -> dict[str, set[str]]:
             table[constraint.id].add(other)
             table[other].add(constraint.id)
     return table
-
-
-def parse_sets(spec: str) -> list[str]:
-    names = [name.strip() for name in spec.split(",") if name.strip()]
-    unknown = [name for name in names if name not in SETS]
-    if not names or unknown:
-        raise CascadeUsageError(
-            f"prepare-data: add_constraints: expected {' | '.join(SETS)} (or both, comma-separated); found {spec!r}"
-        )
-    return names
-
-
-def parse_count_range(spec: str) -> tuple[int, int]:
-    """`1-3` -> (1, 3); `2` -> (2, 2)."""
-    match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", str(spec))
-    low, high = (int(match.group(1)), int(match.group(2) or match.group(1))) if match else (0, 0)
-    if not match or low < 1 or high < low or high > 6:
-        raise CascadeUsageError(
-            f"prepare-data: constraints_per_prompt: expected a count or a range like 1-3 (1 to 6); found {spec!r}"
-        )
-    return low, high
 
 
 def _fields(kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from omegaconf import MISSING
 from rich.table import Table
@@ -30,13 +30,14 @@ from rich.table import Table
 from cascade_cli.chat import render_prompt
 from cascade_cli.checkpoint import fingerprint_path, write_manifest
 from cascade_cli.config.build import build_stage_config
+from cascade_cli.config.checks import TEXT, Bound, Range, above, at_least, fraction, one_of, validate
 from cascade_cli.config.common import StageConfig
 from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console, print_warning
 from cascade_cli.data.io import RL_DOMAINS, load_canonical
-from cascade_cli.data.progress import progress_bar
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
 from cascade_cli.jsonl import write_jsonl
+from cascade_cli.progress import Progress
 from cascade_cli.records import DATA_FILE, HELDOUT_FILE, resolve_rows_path, rollout_record
 from cascade_cli.verifiers import known_domains
 from cascade_cli.verifiers.batch import score_records, verifier_problem
@@ -67,39 +68,42 @@ class PassRateFilterConfig(StageConfig):
     workers: int = 1  # verifier processes
     limit: int | None = None  # first N rows only
 
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "engine": one_of("local"), "data": TEXT, "k": at_least(1), "max_pass": above(0), "min_pass": fraction(),
+        "max_new_tokens": at_least(1), "temperature": at_least(0), "top_p": Range(0, 1, low_open=True),
+        "backend": one_of("auto", "hf", "vllm"), "batch_prompts": at_least(1), "workers": at_least(1),
+        "limit": at_least(1),
+    }
+
+    def check(self) -> None:
+        super().check()
+        bands = {"": [self.min_pass, self.max_pass], **{f"bands.{d}": list(b) for d, b in self.bands.items()}}
+        for name, band in bands.items():
+            prefix = f"{name}: " if name else ""
+            if len(band) != 2:
+                raise CascadeUsageError(f"{name}: expected [min_pass, max_pass]; found {band}")
+            low, high = band
+            if not 0.0 <= low <= 1.0:
+                raise CascadeUsageError(f"{prefix}min_pass: expected a number in [0, 1], found {low}")
+            if high <= low:
+                raise CascadeUsageError(f"{prefix}max_pass: expected a value above min_pass ({low}), found {high}")
+
 
 def build_filter_config(values: dict[str, Any], overrides: list[str] | None = None) -> PassRateFilterConfig:
     return build_stage_config(PassRateFilterConfig, values, list(overrides or []), where="prepare-data filter")
 
 
 def check_config(config: PassRateFilterConfig) -> None:
+    """The bounds and checks of the config class (config/checks.py), and the keys a run needs."""
     where = "prepare-data filter"
     if not config.out:
         raise CascadeUsageError(f"{where}: out: missing required value (--out DIR)")
     if not config.init:
         raise CascadeUsageError(f"{where}: init: missing required value (--model CKPT)")
-    if config.k < 1:
-        raise CascadeUsageError(f"{where}: k: expected samples per prompt >= 1; found {config.k}")
-    bands = {
-        "": [config.min_pass, config.max_pass],
-        **{f"bands.{d}": list(b) for d, b in config.bands.items()},
-    }
-    for name, band in bands.items():
-        prefix = f"{name}: " if name else ""
-        if len(band) != 2:
-            raise CascadeUsageError(f"{where}: {name}: expected [min_pass, max_pass]; found {band}")
-        low, high = band
-        if not 0.0 <= low <= 1.0:
-            raise CascadeUsageError(f"{where}: {prefix}min_pass: expected a value in [0, 1]; found {low}")
-        if high <= low:
-            raise CascadeUsageError(
-                f"{where}: {prefix}max_pass: expected a value above min_pass ({low}); found {high}"
-            )
-    for key in ("max_new_tokens", "batch_prompts", "workers"):
-        if getattr(config, key) < 1:
-            raise CascadeUsageError(f"{where}: {key}: expected a value >= 1; found {getattr(config, key)}")
-    if config.limit is not None and config.limit < 1:
-        raise CascadeUsageError(f"{where}: limit: expected a count >= 1; found {config.limit}")
+    try:
+        validate(config)
+    except CascadeUsageError as error:
+        raise CascadeUsageError(f"{where}: {error}") from None
 
 
 def band_verdict(rate: float, min_pass: float, max_pass: float) -> str | None:
@@ -243,15 +247,14 @@ def run_pass_rate_filter(
                 raise ValueError("run_pass_rate_filter needs `sampler` or `make_sampler` to sample answers")
             sampler, close = make_sampler(config)
         try:
-            with progress_bar("[bold]sampling[/] k={task.fields[k]}") as bar:
-                task = bar.add_task("sampling", total=len(todo), k=config.k)
+            with Progress(f"sampling k={config.k}", len(todo), unit="prompt", transient=True) as bar:
                 fresh = estimate_pass_rates(
                     todo,
                     sampler,
                     config.k,
                     batch_prompts=config.batch_prompts,
                     workers=config.workers,
-                    on_batch=lambda count: bar.advance(task, count),
+                    on_batch=lambda count: bar.advance(count),
                 )
         finally:
             close()

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cascade_cli.chat import MODES
 from cascade_cli.checkpoint import write_manifest
 from cascade_cli.config.build import build_stage_config
 from cascade_cli.config.data import PrepareDataConfig
@@ -23,10 +22,9 @@ from cascade_cli.data import constraints, tiny_tasks
 from cascade_cli.data.card import data_card, fingerprint_files, print_summary
 from cascade_cli.data.decontaminate import FilterResult, NgramIndex, build_index, filter_rows
 from cascade_cli.data.formats import FormatError, check_format, convert_rows
-from cascade_cli.data.io import CARD_FILE, DATA_FILE, DOMAINS, HELDOUT_FILE, pref_pair
+from cascade_cli.data.io import CARD_FILE, DATA_FILE, HELDOUT_FILE, pref_pair
 from cascade_cli.data.normalize import normalize_row
 from cascade_cli.data.preferences import normalize_preferences
-from cascade_cli.data.progress import progress_bar
 from cascade_cli.data.prompt_filters import drop_math_and_code
 from cascade_cli.data.select_ids import included_rows, keep_rows
 from cascade_cli.data.sources import (
@@ -40,6 +38,7 @@ from cascade_cli.data.sources import (
 from cascade_cli.data.tiny import tools as tiny_tools
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
 from cascade_cli.jsonl import write_jsonl
+from cascade_cli.progress import Progress
 
 REMOVED_FILE = "removed.jsonl"
 PREFERENCE_FORMATS: tuple[str, ...] = ("helpsteer", "ultrafeedback")  # data/preferences.py
@@ -52,39 +51,13 @@ def build_prepare_config(values: dict[str, Any], overrides: list[str] | None = N
 
 
 def check_config(config: PrepareDataConfig) -> None:
-    if not config.out:
-        raise CascadeUsageError("prepare-data: out: missing required value (--out DIR)")
-    if config.domain is not None and config.domain not in DOMAINS:
-        raise CascadeUsageError(
-            f"prepare-data: domain: expected one of {', '.join(DOMAINS)}; found {config.domain!r}"
-        )
-    if config.mode is not None and config.mode not in MODES:
-        raise CascadeUsageError(
-            f"prepare-data: mode: expected one of {', '.join(MODES)}; found {config.mode!r}"
-        )
-    for key in ("n", "holdout", "offset"):
-        if getattr(config, key) < 0:
-            raise CascadeUsageError(
-                f"prepare-data: {key}: expected a count >= 0; found {getattr(config, key)}"
-            )
+    """What the config class cannot check itself: `format` is a name in this package's format registry. The
+    stage table runs this for `recipe validate` and before a run (stages.py, `registry_check`)."""
     if config.format not in PREFERENCE_FORMATS:
         try:
             check_format(config.format, also=PREFERENCE_FORMATS)
         except ValueError as error:
-            raise CascadeUsageError(f"prepare-data: {error}") from None
-    if config.limit is not None and config.limit < 1:
-        raise CascadeUsageError(f"prepare-data: limit: expected a count >= 1; found {config.limit}")
-    if config.ngram_n < 1:
-        raise CascadeUsageError(
-            f"prepare-data: ngram_n: expected an n-gram size >= 1; found {config.ngram_n}"
-        )
-    if config.add_constraints is not None:
-        constraints.parse_sets(config.add_constraints)
-        constraints.parse_count_range(config.constraints_per_prompt)
-    if not 0.0 <= config.wrong_fraction <= 1.0:
-        raise CascadeUsageError(
-            f"prepare-data: wrong_fraction: expected a value in [0, 1]; found {config.wrong_fraction}"
-        )
+            raise CascadeUsageError(str(error)) from None
 
 
 def prompt_key(row: dict[str, Any]) -> str:
@@ -187,9 +160,7 @@ def _read_rows(config: PrepareDataConfig, source: Source) -> list[dict[str, Any]
     mapping = dict(config.map)
     rows: list[dict[str, Any]] = []
     show = total is None or total >= PROGRESS_MIN_ROWS
-    progress = progress_bar("[bold]reading[/] {task.description}", disable=not show)
-    with progress:
-        task = progress.add_task(Path(source.spec).name, total=total)
+    with Progress(f"reading {Path(source.spec).name}", total, unit="row", transient=True, enabled=show) as progress:
         for where, number, raw in rows_iter:
             mapped = apply_field_map(raw, mapping, f"{where}: row {number}")
             format_domain = None
@@ -213,7 +184,7 @@ def _read_rows(config: PrepareDataConfig, source: Source) -> list[dict[str, Any]
                 )
                 for mapped in converted
             ]
-            progress.advance(task)
+            progress.advance()
     if not rows:
         raise CascadeUsageError(f"{source.spec}: no rows")
     return rows
@@ -251,16 +222,15 @@ def check_disjoint(train: list[dict[str, Any]], heldout: list[dict[str, Any]]) -
 def _filter_with_progress(rows: list[dict[str, Any]], index: NgramIndex, name: str) -> FilterResult:
     chunk = 20_000
     total = FilterResult([], [], dict.fromkeys(index.names, 0))
-    progress = progress_bar(f"[bold]{name}[/]", disable=len(rows) < PROGRESS_MIN_ROWS)
-    with progress:
-        task = progress.add_task(name, total=len(rows))
+    enabled = len(rows) >= PROGRESS_MIN_ROWS
+    with Progress(name, len(rows), unit="row", transient=True, enabled=enabled) as progress:
         for start in range(0, len(rows), chunk):
             part = filter_rows(rows[start : start + chunk], index, name)
             total.kept += part.kept
             total.removed += part.removed
             for key, count in part.removed_by.items():
                 total.removed_by[key] += count
-            progress.advance(task, min(chunk, len(rows) - start))
+            progress.advance(min(chunk, len(rows) - start))
     return total
 
 

@@ -11,6 +11,7 @@ Without run.json the stages are ordered by their results' `evaluated_at`.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -87,20 +88,33 @@ def load_stage_results(run_dir: str | Path) -> tuple[list[str], dict[str, dict[s
     return order, found
 
 
+def metric_label(summary: dict[str, Any]) -> str:
+    """The metric a benchmark's score is, with its k: `avg@4`, `pass@8`, or `prompt_strict, k=4`."""
+    primary = str(summary.get("primary", "score"))
+    k = summary.get("k")
+    return primary if primary.startswith(("avg@", "pass@")) or not k else f"{primary}, k={k}"
+
+
+def shared_label(labels: dict[str, str]) -> str | None:
+    """The one metric label of a benchmark across stages, or None when stages differ (e.g. k=1 and k=2)."""
+    distinct = set(labels.values())
+    return distinct.pop() if len(distinct) == 1 else None
+
+
 def build_table(
     stages: list[str], results: dict[str, dict[str, Any]], max_regression: float
-) -> tuple[list[str], dict[str, dict[str, float]], dict[str, str], list[dict[str, Any]]]:
-    """(benchmarks, benchmark -> stage -> score, benchmark -> metric name, regressions)."""
+) -> tuple[list[str], dict[str, dict[str, float]], dict[str, dict[str, str]], list[dict[str, Any]]]:
+    """(benchmarks, benchmark -> stage -> score, benchmark -> stage -> metric label, regressions)."""
     benchmarks: list[str] = []
-    metric: dict[str, str] = {}
+    labels: dict[str, dict[str, str]] = {}
     table: dict[str, dict[str, float]] = {}
     for stage in stages:
         for name, summary in results[stage]["benchmarks"].items():
             if name not in table:
                 benchmarks.append(name)
-                table[name] = {}
+                table[name], labels[name] = {}, {}
             table[name][stage] = float(summary.get("score", 0.0))
-            metric.setdefault(name, str(summary.get("primary", "score")))
+            labels[name][stage] = metric_label(summary)
     regressions = []
     for name in benchmarks:
         previous = None
@@ -119,10 +133,13 @@ def build_table(
                         }
                     )
             previous = stage
-    return benchmarks, table, metric, regressions
+    return benchmarks, table, labels, regressions
 
 
-def _cell(name: str, stage: str, stages: list[str], table: dict[str, dict[str, float]], flagged: set) -> str:
+def _cell(
+    name: str, stage: str, stages: list[str], table: dict[str, dict[str, float]], flagged: set, label: str | None
+) -> str:
+    """`score (delta)`, with the stage's metric label when the stages' labels differ."""
     if stage not in table[name]:
         return "–"
     value = table[name][stage]
@@ -130,6 +147,8 @@ def _cell(name: str, stage: str, stages: list[str], table: dict[str, dict[str, f
     text = f"{value:.1f}"
     if earlier:
         text += f" ({value - table[name][earlier[-1]]:+.1f})"
+    if label:
+        text += f" [{label}]"
     return f"**{text}** ⚠" if (name, stage) in flagged else text
 
 
@@ -138,7 +157,7 @@ def render_markdown(
     stages: list[str],
     benchmarks: list[str],
     table: dict[str, dict[str, float]],
-    metric: dict[str, str],
+    labels: dict[str, dict[str, str]],
     regressions: list[dict[str, Any]],
     max_regression: float,
 ) -> str:
@@ -146,14 +165,18 @@ def render_markdown(
     lines = [
         f"# Cascade report: {run_dir.name}",
         "",
-        "Score per benchmark after each stage (percent; in brackets the change from the previous stage).",
+        "Score per benchmark after each stage (percent; in brackets the change from the previous stage; the "
+        "metric and its k beside the benchmark, or in each cell where the stages sampled differently).",
         "",
         "| Benchmark (metric) | " + " | ".join(stages) + " |",
         "|---|" + "---|" * len(stages),
     ]
     for name in benchmarks:
-        cells = [_cell(name, stage, stages, table, flagged) for stage in stages]
-        lines.append(f"| {name} ({metric[name]}) | " + " | ".join(cells) + " |")
+        shared = shared_label(labels[name])
+        cells = [
+            _cell(name, stage, stages, table, flagged, None if shared else labels[name].get(stage)) for stage in stages
+        ]
+        lines.append(f"| {name}{f' ({shared})' if shared else ''} | " + " | ".join(cells) + " |")
     lines += ["", f"## Regressions (drop of more than {max_regression:g} points after a stage)", ""]
     if regressions:
         lines += [
@@ -164,6 +187,14 @@ def render_markdown(
         lines.append("None.")
     lines += ["", f"![scores by stage]({REPORT_PNG})", ""]
     return "\n".join(lines)
+
+
+def plot_series(
+    stages: list[str], benchmarks: list[str], table: dict[str, dict[str, float]]
+) -> dict[str, list[float]]:
+    """Each benchmark's scores at every stage; a stage without a score is NaN, where matplotlib breaks the
+    line instead of bridging the stage."""
+    return {name: [table[name].get(stage, math.nan) for stage in stages] for name in benchmarks}
 
 
 def render_plot(
@@ -181,13 +212,13 @@ def render_plot(
 
     figure, axes = plt.subplots(figsize=(max(6.0, 1.4 * len(stages) + 3), 4.5))
     positions = {stage: i for i, stage in enumerate(stages)}
-    for name in benchmarks:
-        points = [(positions[s], table[name][s]) for s in stages if s in table[name]]
-        axes.plot([x for x, _ in points], [y for _, y in points], marker="o", label=name)
-        for x, y in points:
-            axes.annotate(
-                f"{y:.1f}", (x, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7
-            )
+    for name, scores in plot_series(stages, benchmarks, table).items():
+        axes.plot(range(len(stages)), scores, marker="o", label=_plain(name))
+        for x, y in enumerate(scores):
+            if not math.isnan(y):
+                axes.annotate(
+                    f"{y:.1f}", (x, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7
+                )
     for r in regressions:
         axes.plot(
             positions[r["stage"]],
@@ -197,14 +228,40 @@ def render_plot(
             markersize=12,
             markeredgewidth=2,
         )
-    axes.set_xticks(range(len(stages)), stages, rotation=20)
+    axes.set_xticks(range(len(stages)), [_plain(stage) for stage in stages], rotation=20)
+    axes.set_xlim(-0.5, len(stages) - 0.5)
+    axes.set_ylim(*score_axis([value for per_stage in table.values() for value in per_stage.values()]))
     axes.set_ylabel("score (%)")
-    axes.set_title(title)
+    axes.set_title(_plain(title))
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8, loc="best")
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
+
+
+def score_axis(values: list[float], min_span: float = 10.0) -> tuple[float, float]:
+    """Y limits that show every score with room for its label: at least `min_span` points wide (flat or
+    all-zero scores get a readable 0-10 axis, not matplotlib's -0.04..0.04), never below 0 for
+    non-negative scores (0 just above the axis line) nor above 100 when none exceeds it."""
+    low, high = (min(values), max(values)) if values else (0.0, 0.0)
+    pad = max(2.0, 0.1 * (high - low))
+    low, high = low - pad, high + pad
+    if high - low < min_span:
+        middle = (low + high) / 2
+        low, high = middle - min_span / 2, middle + min_span / 2
+    if min(values or [0.0]) >= 0 and low < 0:
+        low, high = 0.0, high - low
+    if max(values or [0.0]) <= 100 and high > 100:
+        low, high = max(0.0, low - (high - 100)), 100.0
+    if low == 0.0:  # a score of 0 sits just above the axis line, not hidden under it
+        low = -0.03 * high
+    return low, high
+
+
+def _plain(text: str) -> str:
+    """Matplotlib reads `$...$` as math: user names are drawn as written."""
+    return text.replace("$", r"\$")
 
 
 def write_report(
@@ -213,18 +270,19 @@ def write_report(
     """Write report.md and report.png for a run directory; returns the table, regressions and paths."""
     run_dir = Path(run_dir)
     stages, results = load_stage_results(run_dir)
-    benchmarks, table, metric, regressions = build_table(stages, results, max_regression)
+    benchmarks, table, labels, regressions = build_table(stages, results, max_regression)
     out = Path(out_dir) if out_dir is not None else run_dir
     out.mkdir(parents=True, exist_ok=True)
     markdown_path, plot_path = out / REPORT_MD, out / REPORT_PNG
     markdown_path.write_text(
-        render_markdown(run_dir, stages, benchmarks, table, metric, regressions, max_regression)
+        render_markdown(run_dir, stages, benchmarks, table, labels, regressions, max_regression)
     )
     render_plot(plot_path, stages, benchmarks, table, regressions, f"Scores by stage: {run_dir.name}")
     return {
         "stages": stages,
         "benchmarks": benchmarks,
-        "metric": metric,
+        "metric": {name: shared_label(per_stage) or "mixed" for name, per_stage in labels.items()},
+        "labels": labels,
         "table": table,
         "regressions": regressions,
         "markdown": str(markdown_path),

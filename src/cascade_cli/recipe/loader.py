@@ -6,6 +6,7 @@ Unknown keys, wrong types, unknown stage kinds and missing required keys fail he
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -124,7 +125,10 @@ def load_recipe(path_or_name: str, overrides: list[str] | None = None) -> Recipe
             raise CascadeUsageError(f"{where}: {prefix}: expected a mapping with at least `kind`")
         kind_name = stage_raw.get("kind")
         if kind_name is None:
-            raise CascadeUsageError(f"{where}: {prefix}.kind: missing required key")
+            others = [str(other) for other in stages_raw if other != name and "kind" in (stages_raw[other] or {})]
+            close = difflib.get_close_matches(str(name), others, n=1)
+            hint = f" (no stage {name!r} in this recipe: did you mean stages.{close[0]}?)" if close else ""
+            raise CascadeUsageError(f"{where}: {prefix}.kind: missing required key{hint}")
         if kind_name not in STAGE_KINDS:
             raise CascadeUsageError(
                 f"{where}: {prefix}.kind: unknown stage kind {kind_name!r} "
@@ -165,7 +169,27 @@ def load_recipe(path_or_name: str, overrides: list[str] | None = None) -> Recipe
         )
         for name, values in resolved["stages"].items()
     ]
+    for stage in stages:  # what a run checks beyond the config class (a registry name): stages.py
+        try:
+            stage.kind.check(stage.config)
+        except CascadeUsageError as error:
+            raise CascadeUsageError(f"{where}: stages.{stage.name}.{error}") from None
     from cascade_cli.config.eval import EvalConfig
 
     eval_config = structure(EvalConfig, resolved.get("eval") or {}, where=where, prefix="eval")
+    if eval_config.after_each_stage:
+        _check_benchmark_names(eval_config.benchmarks, where)
     return Recipe(path=path, recipe=recipe, stages=stages, resolved=resolved, eval=eval_config)
+
+
+def _check_benchmark_names(names: list[str], where: str) -> None:
+    """Registered benchmark names must exist (a run would stop at its first evaluation); `KIND:FILE` and
+    `hf:` specs are checked when they are read, as a stage may write the file first."""
+    from cascade_cli.evaluation.benchmarks import resolve_benchmark
+
+    for name in names:
+        if ":" not in name:
+            try:
+                resolve_benchmark(name)
+            except CascadeUsageError as error:
+                raise CascadeUsageError(f"{where}: eval.benchmarks: {error}") from None

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from cascade_cli.checkpoint import MANIFEST_NAME, config_fingerprint, fingerprint_path
 from cascade_cli.config.structure import to_plain
-from cascade_cli.console import console
+from cascade_cli.console import console, print_done, print_skip
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
 from cascade_cli.recipe.loader import Recipe, Stage
 
@@ -130,7 +130,7 @@ def _evaluate(recipe: Recipe, name: str, model: str, record: dict[str, Any], run
     fingerprint = config_fingerprint(to_plain(recipe.eval))
     results = stage_eval_dir(run_dir, name) / "results.json"
     if record.get("eval_fingerprint") == fingerprint and results.is_file() and record.get("eval") == "completed":
-        console.print(f"[dim]skip[/] eval of [bold]{name}[/]: done, same eval config")
+        print_skip(f"eval of {name}: done, same eval config")
         return
     console.rule(f"eval {name}")
     started = time.time()
@@ -161,7 +161,7 @@ def run_recipe(
     for stage in selected:
         fingerprints = stage_fingerprints(stage)
         if stage.name not in forced and is_up_to_date(records.get(stage.name), stage, fingerprints):
-            console.print(f"[dim]skip[/] stage [bold]{stage.name}[/] ({stage.kind.kind}): completed, same inputs")
+            print_skip(f"stage {stage.name} ({stage.kind.kind}): completed, same inputs")
             if recipe.evaluates and stage.kind.produces_model:
                 _evaluate(recipe, stage.name, stage.out, records[stage.name], run_dir)
                 _write_run_manifest(run_dir, manifest)
@@ -169,7 +169,7 @@ def run_recipe(
         console.rule(f"stage {stage.name} ({stage.kind.kind})")
         changes = changed_keys(records.get(stage.name), stage, fingerprints)
         if changes:
-            console.print(f"stage [bold]{stage.name}[/] changed since its last run: {'; '.join(changes)}; starting it over")
+            console.print(f"stage {stage.name} changed since its last run: {'; '.join(changes)}; starting it over")
         config = dataclasses.replace(stage.config, restart=stage.name in forced or bool(changes))
         started = time.time()
         records[stage.name] = {
@@ -203,7 +203,7 @@ def run_recipe(
         report = write_report(run_dir, max_regression=recipe.eval.max_regression)
         manifest["report"] = {key: report[key] for key in ("markdown", "plot", "regressions")}
         _write_run_manifest(run_dir, manifest)
-        console.print(f"[green]report[/]: {report['markdown']}  plot: {report['plot']}")
+        print_done(f"{report['markdown']}  plot: {report['plot']}", label="report:")
     console.print(timing_table(manifest, [stage.name for stage in selected]))
     return manifest
 

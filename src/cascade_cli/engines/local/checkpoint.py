@@ -38,6 +38,7 @@ from cascade_cli.checkpoint import (
 )
 from cascade_cli.console import console
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.files import share, writing
 
 __all__ = [
     "RUNTIME_KEYS",
@@ -307,16 +308,8 @@ def save_state(
     final, staging, previous = (_state_path(out, s) for s in ("", STAGING_SUFFIX, PREVIOUS_SUFFIX))
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, staging / "model.pt")
-    _kill_hook(step, "write")
-    torch.save(optimizer.state_dict(), staging / "optimizer.pt")
-    if scheduler is not None:
-        torch.save(scheduler.state_dict(), staging / "scheduler.pt")
-    torch.save(rng_state(), staging / "rng.pt")
     extra = extra or {}
     as_json = {k: v for k, v in extra.items() if _json_safe(v)}
-    if len(as_json) < len(extra):
-        torch.save({k: v for k, v in extra.items() if k not in as_json}, staging / "extra.pt")
     progress = {
         "step": step,
         "config_fingerprint": config_fingerprint(config),
@@ -324,7 +317,17 @@ def save_state(
         "fingerprints": fingerprints or {},
         "extra": as_json,
     }
-    (staging / "progress.json").write_text(json.dumps(progress, indent=2, default=str) + "\n")
+    with writing(staging, "trainer state"):
+        torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, staging / "model.pt")
+        _kill_hook(step, "write")
+        torch.save(optimizer.state_dict(), staging / "optimizer.pt")
+        if scheduler is not None:
+            torch.save(scheduler.state_dict(), staging / "scheduler.pt")
+        torch.save(rng_state(), staging / "rng.pt")
+        if len(as_json) < len(extra):
+            torch.save({k: v for k, v in extra.items() if k not in as_json}, staging / "extra.pt")
+        (staging / "progress.json").write_text(json.dumps(progress, indent=2, default=str) + "\n")
+    share(staging)
     if final.exists():  # else a kill mid-swap left `previous` as the only loadable state: keep it for now
         shutil.rmtree(previous, ignore_errors=True)
         os.replace(final, previous)
@@ -364,9 +367,11 @@ def save_final(out: str | Path, model, tokenizer=None, **save_kwargs: Any) -> No
     staging.mkdir(parents=True)
     if lora.has_lora(model):
         save_kwargs["state_dict"] = lora.merged_state_dict(model)
-    model.save_pretrained(str(staging), **save_kwargs)
-    if tokenizer is not None:
-        tokenizer.save_pretrained(str(staging))
+    with writing(staging, "checkpoint"):
+        model.save_pretrained(str(staging), **save_kwargs)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(str(staging))
+    share(staging)  # safetensors writes its files 0600
     for file in sorted(staging.iterdir()):
         os.replace(file, out / file.name)
     staging.rmdir()

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from cascade_cli.console import console
+from cascade_cli.console import console, print_warning
 
 # Bytes of saved activations per token, per layer, per (hidden + intermediate) unit, in float32, without
 # checkpointing. Fit to benchmarks/memory.py on SmolLM2-135M (30 layers, 576 + 1536 units), chunked log-probs
@@ -96,7 +96,7 @@ def enable(model: Any, setting: str, tokens: int, device: str) -> bool:
     if not wanted(setting, model, tokens, device):
         return False
     if not getattr(model, "supports_gradient_checkpointing", False):
-        console.print(f"[yellow]warning:[/] {type(model).__name__} has no gradient checkpointing; training without")
+        print_warning(f"{type(model).__name__} has no gradient checkpointing; training without")
         return False
     model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return True

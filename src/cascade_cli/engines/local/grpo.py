@@ -30,7 +30,6 @@ import torch
 from cascade_cli.checkpoint import MetricsLog, fingerprint_path, require_model_dir, write_manifest
 from cascade_cli.config.grpo import (
     DOMAIN_MODES,
-    PROMPT_MODES,
     GRPOConfig,
     PhaseConfig,
     RLVRConfig,
@@ -61,9 +60,10 @@ from cascade_cli.engines.local.model_io import (
 from cascade_cli.engines.local.rl_data import KeepRate, PromptSampler, prompt_mode, render_row
 from cascade_cli.engines.local.rl_rewards import Group, RewardHook
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.progress import Progress
 from cascade_cli.records import HELDOUT_FILE, load_rows
 from cascade_cli.tiny import resolve_model
-from cascade_cli.verifiers import Score, known_domains
+from cascade_cli.verifiers import Score
 from cascade_cli.verifiers.batch import load_verifier
 
 
@@ -295,23 +295,6 @@ def step_metrics(
 # ---------------------------------------------------------------------------------------------------------
 
 
-def check_config(config: GRPOConfig, mode: str) -> None:
-    if mode not in PROMPT_MODES:
-        raise CascadeUsageError(f"mode: expected one of {', '.join(PROMPT_MODES)}; found {mode!r}")
-    if config.group_size < 2:
-        raise CascadeUsageError(f"group_size: expected at least 2, found {config.group_size}")
-    if config.loss_aggregation not in ("token", "sequence"):
-        raise CascadeUsageError(f"loss_aggregation: expected token or sequence; found {config.loss_aggregation!r}")
-    if config.prompts_per_step < 1:
-        raise CascadeUsageError(f"prompts_per_step: expected at least 1, found {config.prompts_per_step}")
-    if config.dynamic_filter_oversample < 1:
-        raise CascadeUsageError(
-            f"dynamic_filter_oversample: expected at least 1, found {config.dynamic_filter_oversample}"
-        )
-    if config.dtype not in ("auto", "float32", "bfloat16", "float16"):
-        raise CascadeUsageError(f"dtype: expected auto, float32, bfloat16 or float16; found {config.dtype!r}")
-
-
 def build_run(
     config: GRPOConfig,
     rows: list[dict[str, Any]],
@@ -324,7 +307,6 @@ def build_run(
     """Policy, frozen reference, optimizer and prompt sampler, seeded by `config.seed` (no generator yet)."""
     from transformers import AutoModelForCausalLM
 
-    check_config(config, mode)
     init = str(require_model_dir(resolve_model(config.init or ""), "init checkpoint"))
     device = "cuda" if torch.cuda.is_available() else "cpu"
     configure_threads()
@@ -383,25 +365,20 @@ def save_checkpoint(run: Run, step: int, config_dict: dict[str, Any], eval_befor
 
 def train(run: Run, step: int, eval_before: dict | None, config_dict: dict[str, Any]) -> dict[str, Any]:
     """Steps `step + 1 ..` to the end of the schedule; the final checkpoint; the summary."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
     config, out = run.config, Path(run.config.out or "")
     started, total_steps = time.perf_counter(), sum(phase.steps for phase in run.phases)
     if run.eval_rows and eval_before is None:
         eval_before = rl_eval.evaluate(run)
     metrics_log = MetricsLog(out, tensorboard=config.tensorboard, truncate_after_step=step or None)
     last: dict[str, Any] = {}
-    columns = (BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), TextColumn("{task.description}"))
-    with Progress(TextColumn("[bold]grpo[/]"), *columns, console=console, transient=False) as progress:
-        task = progress.add_task("", total=total_steps, completed=step)
+    with Progress(config.name or config.kind, total_steps, done=step) as progress:
         while step < total_steps:
             last = train_step(run, step)
             step += 1
             metrics_log.log(step, last)
             progress.update(
-                task,
-                completed=step,
-                description=(
+                done=step,
+                note=(
                     f"reward {last['reward_mean']:.3f} pass {last['pass_rate']:.2f} "
                     f"len {last['response_len_mean']:.0f} trunc {last['truncation_ratio']:.2f} "
                     f"filtered {last['groups_filtered_frac']:.2f} {last['tokens_per_s']:.0f} tok/s"
@@ -411,6 +388,7 @@ def train(run: Run, step: int, eval_before: dict | None, config_dict: dict[str, 
                 save_checkpoint(run, step, config_dict, eval_before)
     metrics_log.close()
     run.pool.shutdown(wait=True)
+    save_checkpoint(run, step, config_dict, eval_before)  # every trainer keeps its last trainer_state/
     checkpoint.save_final(out, run.policy, run.tokenizer, safe_serialization=True)
     summary: dict[str, Any] = {"steps": step, **{f"final_{k}": v for k, v in last.items()}}
     if run.eval_rows and eval_before is not None:
@@ -494,11 +472,8 @@ def run_grpo(
 
 
 def run_rlvr(config: RLVRConfig) -> dict[str, Any]:
-    """`cascade rlvr --domain DOMAIN`: GRPO with the domain's verifier as the reward."""
-    if config.domain not in DOMAIN_MODES or config.domain not in known_domains():
-        raise CascadeUsageError(f"domain: expected one of {', '.join(DOMAIN_MODES)}; found {config.domain!r}")
-    if config.if_rm_bonus:
-        raise CascadeUsageError("if_rm_bonus: the reward service computes it; use engine: openrlhf")
+    """`cascade rlvr --domain DOMAIN`: GRPO with the domain's verifier as the reward (the config's checks
+    have run: config/grpo.py)."""
     mode = config.mode or DOMAIN_MODES[config.domain]
     options = dict(config.verifier_options)
     try:

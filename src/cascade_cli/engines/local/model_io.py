@@ -12,6 +12,7 @@ from cascade_cli.chat import adopt_template
 from cascade_cli.config.common import TrainerConfig
 from cascade_cli.cpu_load import busy_cores
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.progress import verbose
 from cascade_cli.tiny import resolve_model
 
 _DTYPES = ("float32", "bfloat16", "float16", "auto")
@@ -44,9 +45,12 @@ def configure_threads(threads: int | None = None) -> int:
 
 
 def quiet_transformers() -> None:
-    """Silence transformers' per-file progress bars and info logs; our own progress bar tells the story."""
+    """Silence transformers' per-file progress bars and info logs (our own progress tells the story) unless
+    `cascade --verbose` asked for them."""
     from transformers.utils import logging as hf_logging
 
+    if verbose():
+        return
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
 

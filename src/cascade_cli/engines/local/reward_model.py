@@ -41,6 +41,7 @@ from cascade_cli.engines.local.model_io import (
     quiet_transformers,
 )
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.progress import Progress
 from cascade_cli.records import HELDOUT_FILE, load_rows, resolve_rows_path
 from cascade_cli.tiny import resolve_model
 
@@ -239,8 +240,6 @@ def split_pairs(config: RewardModelConfig) -> tuple[list[Pair], list[Pair], int]
     if eval_path is not None:
         heldout, more = load_pairs(eval_path, config.skip_bad_rows)
         return train, heldout, dropped + more
-    if not 0.0 <= config.heldout_fraction < 1.0:
-        raise CascadeUsageError(f"heldout_fraction: expected a value in [0, 1), found {config.heldout_fraction}")
     count = int(round(len(train) * config.heldout_fraction))
     if count == 0:
         return train, [], dropped
@@ -386,12 +385,8 @@ def train_reward_model(
 def run_reward_model(config: RewardModelConfig) -> dict[str, Any]:
     """`cascade rlhf rm`: train, save the HF checkpoint (+ `score` head) and the stage manifest; resume a
     stopped or killed run, or report a completed one, by the one rule of `engines.local.checkpoint`."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
     if not config.out:
         raise CascadeUsageError("out: expected an output directory, found none")
-    if config.engine != "local":
-        raise CascadeUsageError(f"engine: the reward model trains on the local engine; found {config.engine!r}")
     if not config.init:
         raise CascadeUsageError("init: expected the checkpoint to start the reward model from (usually the SFT one)")
     require_model_dir(resolve_model(config.init), "init checkpoint")
@@ -415,17 +410,12 @@ def run_reward_model(config: RewardModelConfig) -> dict[str, Any]:
         )
 
     record("running", {})
-    progress = Progress(
-        TextColumn("[bold]reward model[/]"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-        TextColumn("{task.description}"), console=console,
-    )
-    with progress:
-        task = progress.add_task("", total=None, completed=begin.step)
+    with Progress(config.name or "reward model", done=begin.step) as progress:
 
         def on_step(step: int, total: int, metrics: dict[str, float]) -> None:
             progress.update(
-                task, total=total, completed=step,
-                description=f"loss {metrics['loss']:.3f} acc {metrics['accuracy']:.2f} margin {metrics['margin']:.2f}",
+                done=step, total=total,
+                note=f"loss {metrics['loss']:.3f} acc {metrics['accuracy']:.2f} margin {metrics['margin']:.2f}",
             )
 
         model, tokenizer, summary = train_reward_model(config, train, heldout, on_step, begin)

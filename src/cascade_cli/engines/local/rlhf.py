@@ -20,7 +20,7 @@ import torch
 
 from cascade_cli.chat import prompt_messages
 from cascade_cli.checkpoint import require_model_dir
-from cascade_cli.config.rlhf import LOSS_AGGREGATIONS, REWARD_SHAPINGS, RLHFConfig
+from cascade_cli.config.rlhf import REWARD_SHAPINGS, RLHFConfig
 from cascade_cli.engines.local.grpo import run_grpo
 from cascade_cli.engines.local.reward_model import load_reward_model, rm_text, score_texts
 from cascade_cli.engines.local.rl_data import check_rows
@@ -104,16 +104,6 @@ class RewardModelReward(RewardHook):
 
 def run_rlhf(config: RLHFConfig) -> dict[str, Any]:
     """`cascade rlhf`: GRPO with the reward model's scores; writes the checkpoint directory + manifest."""
-    if config.engine != "local":
-        raise CascadeUsageError(f"engine: `cascade rlhf` runs on the local engine here; found {config.engine!r}")
-    if config.loss_aggregation not in LOSS_AGGREGATIONS:
-        raise CascadeUsageError(
-            f"loss_aggregation: expected one of {', '.join(LOSS_AGGREGATIONS)}; found {config.loss_aggregation!r}"
-        )
-    if config.reward_shaping not in REWARD_SHAPINGS:
-        raise CascadeUsageError(
-            f"reward_shaping: expected one of {', '.join(REWARD_SHAPINGS)}; found {config.reward_shaping!r}"
-        )
     reward_model = require_model_dir(resolve_model(config.reward_model), "reward model")
     require_model_dir(resolve_model(config.init or ""), "init checkpoint")
     rows = load_rows(config.data)

@@ -17,21 +17,14 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from omegaconf import OmegaConf
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
 from cascade_cli.checkpoint import MetricsLog, fingerprint_path, write_manifest
 from cascade_cli.config.sft import SFTConfig
-from cascade_cli.console import console, print_warning
+from cascade_cli.console import console, print_warning, status
 from cascade_cli.engines.local import checkpoint, compiled, heldout_eval, model_io, optim
 from cascade_cli.engines.local.sft_data import BatchStream, Cursor, collate, load_examples
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.progress import Progress
 from cascade_cli.records import resolve_rows_path
 
 
@@ -40,31 +33,11 @@ def _config_dict(config: SFTConfig) -> dict[str, Any]:
 
 
 def _check_config(config: SFTConfig) -> None:
-    if config.engine != "local":
-        raise CascadeUsageError(f"engine: `cascade sft` runs on the local engine; found {config.engine!r}")
+    """What a run needs beyond the config's own checks (config/sft.py): where to start and where to write."""
     if not config.init:
         raise CascadeUsageError("init: missing (give --init MODEL: tiny, a checkpoint directory or a hub id)")
     if not config.out:
         raise CascadeUsageError("out: missing (give --out DIR)")
-    positive = {
-        "batch_size": config.batch_size,
-        "grad_accum": config.grad_accum,
-        "max_seq_len": config.max_seq_len,
-        "log_every": config.log_every,
-    }
-    for key, value in positive.items():
-        if value < 1:
-            raise CascadeUsageError(f"{key}: must be >= 1; found {value}")
-    if config.max_steps is not None and config.max_steps < 1:
-        raise CascadeUsageError(f"max_steps: must be >= 1; found {config.max_steps}")
-    if config.epochs <= 0 and config.max_steps is None:
-        raise CascadeUsageError(f"epochs: must be > 0; found {config.epochs}")
-    if not 0 <= config.warmup_ratio < 1:
-        raise CascadeUsageError(f"warmup_ratio: must be in [0, 1); found {config.warmup_ratio}")
-    if config.lr <= 0 or config.min_lr < 0 or config.min_lr > config.lr:
-        raise CascadeUsageError(
-            f"lr/min_lr: need 0 <= min_lr <= lr and lr > 0; found {config.lr}/{config.min_lr}"
-        )
 
 
 def step_loss(
@@ -86,23 +59,8 @@ def step_loss(
     return F.cross_entropy(logits.float(), targets[keep], reduction="sum") / normalizer
 
 
-def _progress() -> Progress:
-    return Progress(
-        TextColumn("[bold]sft[/]"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("loss {task.fields[loss]:.4f}"),
-        TextColumn("{task.fields[tps]:,.0f} tok/s"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        transient=False,
-    )
-
-
 def _evaluate(model, tokenizer, prompts, config: SFTConfig, label: str) -> dict[str, Any]:
-    status = console.status(f"held-out math accuracy ({label}, {len(prompts)} prompts, greedy)")
-    with status, compiled.eager_generation():
+    with status(f"held-out math accuracy ({label}, {len(prompts)} prompts, greedy)"), compiled.eager_generation():
         return heldout_eval.math_accuracy(
             model, tokenizer, prompts, config.eval_max_new_tokens, config.eval_batch_size
         )
@@ -207,8 +165,7 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
     train_started = time.time()
     tokens_seen = 0
     stop_at = min(total_steps, config.stop_after) if config.stop_after else total_steps
-    with _progress() as bar:
-        task = bar.add_task("sft", total=total_steps, completed=step, loss=float("nan"), tps=0.0)
+    with Progress(config.name or "sft", total_steps, done=step) as bar:
         while step < stop_at:
             tick = time.perf_counter()
             batches = [collate(b, examples, tokenizer.pad_token_id) for b in stream.take(config.grad_accum)]
@@ -245,9 +202,8 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
                         "epoch": stream.epoch_progress(),
                     },
                 )
-            bar.update(
-                task, advance=1, loss=loss_sum, tps=tokens_seen / max(time.time() - train_started, 1e-9)
-            )
+            tokens_per_s = tokens_seen / max(time.time() - train_started, 1e-9)
+            bar.advance(note=f"loss {loss_sum:.4f}, {tokens_per_s:,.0f} tok/s")
             if config.save_every and step % config.save_every == 0 and step < stop_at:
                 save_state()
     log.close()

@@ -22,7 +22,7 @@ from typing import Any
 
 from cascade_cli.config.grpo import GRPOConfig, resolve_phases
 from cascade_cli.config.structure import to_plain
-from cascade_cli.console import console, print_warning
+from cascade_cli.console import console, labelled, print_warning
 from cascade_cli.data.epoch_filter import epoch_pool, update_dropped
 from cascade_cli.engines.openrlhf.jobs import (
     DATA_DIR,
@@ -97,7 +97,7 @@ def run_epoch_jobs(config: GRPOConfig, run_job: Callable[[OpenRLHFJob], None]) -
     batch = config.prompts_per_step
     state = load_state(config)
     if state["epoch"]:
-        console.print(f"[dim]resume[/] {stage_name(config)} at epoch {state['epoch']} (from {state['init']})")
+        console.print(labelled("resume", "dim", f"{stage_name(config)} at epoch {state['epoch']} (from {state['init']})"))
     while state["phase"] < len(phases):
         phase = phases[state["phase"]]
         epoch = state["epoch"]

@@ -36,13 +36,14 @@ from pathlib import Path
 from typing import Any
 
 from cascade_cli.chat import CHAT_TEMPLATE, saved_template, template_is_chatml
-from cascade_cli.config.common import StageConfig
+from cascade_cli.config.checks import validate
+from cascade_cli.config.common import StageConfig, role_layout
 from cascade_cli.config.grpo import GRPOConfig, PhaseConfig, RLVRConfig, resolve_phases
 from cascade_cli.config.rlhf import RLHFConfig
 from cascade_cli.config.rm import RewardModelConfig
 from cascade_cli.config.sft import SFTConfig
-from cascade_cli.engines.openrlhf.cluster import role_layout, submit_prefix
-from cascade_cli.engines.openrlhf.validate import check_cluster, check_rl_cluster, validate_args
+from cascade_cli.engines.openrlhf.cluster import submit_prefix
+from cascade_cli.engines.openrlhf.validate import validate_args
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.real_models import cache_target, is_real_spec
 from cascade_cli.serve_auth import TOKEN_ENV, TOKEN_REF, url_with_token_ref
@@ -161,7 +162,6 @@ def _deepspeed_job(
     config: SFTConfig | RewardModelConfig, cli: str, global_batch: int, save_every: int, data_args: list[str]
 ) -> OpenRLHFJob:
     """The flags SFT and the reward model share (fields both classes have), then the kind's `data_args`."""
-    check_cluster(config)
     out = stage_out(config)
     args = [
         "--model.model_name_or_path", model_ref(str(config.init)),
@@ -225,31 +225,16 @@ def remote_reward(cluster_urls: list[str]) -> list[str]:
 
 
 def reward_sources(cluster_urls: list[str]) -> list[str]:
-    """cluster.reward_urls checked: http(s) URLs of the reward service, or reward_func .py files (absolute).
-    With CASCADE_REWARD_TOKEN set, each service URL carries the token as its first path segment, written as
-    `$CASCADE_REWARD_TOKEN`: a printed plan expands it when run (OpenRLHFJob.shell), the runner puts the
-    value in where it submits (serve_auth.expand_token_ref, with_token_env), the agent reads its environment."""
+    """cluster.reward_urls (checked by ClusterConfig): http(s) URLs of the reward service, or reward_func .py
+    files (made absolute). With CASCADE_REWARD_TOKEN set, each service URL carries the token as its first path
+    segment, written as `$CASCADE_REWARD_TOKEN`: a printed plan expands it when run (OpenRLHFJob.shell), the
+    runner puts the value in where it submits (serve_auth.expand_token_ref, with_token_env), the agent reads
+    its environment."""
     token = os.environ.get(TOKEN_ENV) or None
-    resolved = []
-    for url in map(str, cluster_urls):
-        if url.startswith(("http://", "https://")):
-            resolved.append(url_with_token_ref(url, token))
-        elif url.endswith(".py"):
-            resolved.append(str(Path(url).expanduser().resolve()))
-        else:
-            raise CascadeUsageError(
-                f"cluster.reward_urls: {url!r}: expected an http(s) URL of `cascade verify --serve` "
-                "(http://HOST:PORT/get_reward) or the reward_func .py file (`cascade verify --print-reward-func-path`)"
-            )
-    return resolved
-
-
-def _missing_reward(config: GRPOConfig, wanted: str) -> CascadeUsageError:
-    return CascadeUsageError(
-        f"stage {stage_name(config)}: {wanted}: missing reward source; start the reward service "
-        "(`cascade verify --serve`) and set cluster.reward_urls=[http://HOST:PORT/get_reward], or point it at "
-        "the reward_func file (`cascade verify --print-reward-func-path`)"
-    )
+    return [
+        url_with_token_ref(url, token) if url.startswith(("http://", "https://")) else str(Path(url).expanduser().resolve())
+        for url in map(str, cluster_urls)
+    ]
 
 
 def _rl_args(
@@ -408,27 +393,14 @@ def _rl_jobs(config: GRPOConfig) -> list[OpenRLHFJob]:
 
 
 def rlvr_jobs(config: RLVRConfig) -> list[OpenRLHFJob]:
-    """GRPO on the verifiers' reward: the reward service or the reward_func file (cluster.reward_urls)."""
-    check_rl_cluster(config)
-    if not config.cluster.reward_urls:
-        raise _missing_reward(config, "cluster.reward_urls")
-    if config.if_rm_bonus and config.domain != "if":
-        raise CascadeUsageError(f"stage {stage_name(config)}: if_rm_bonus: only for domain if; found {config.domain!r}")
+    """GRPO on the verifiers' reward: the reward service or the reward_func file (cluster.reward_urls; the
+    config requires one on this engine)."""
     return _rl_jobs(config)
 
 
 def rlhf_jobs(config: RLHFConfig) -> list[OpenRLHFJob]:
     """GRPO on reward-model scores: the reward service when cluster.reward_urls is set, else OpenRLHF's own
-    reward-model role on `reward_model`."""
-    check_rl_cluster(config)
-    if not config.cluster.reward_urls:
-        if not config.reward_model:
-            raise _missing_reward(config, "cluster.reward_urls or reward_model")
-        if config.top_k > 0 or config.epoch_filter or any(p.overlong_filter for p in resolve_phases(config)):
-            raise CascadeUsageError(
-                f"stage {stage_name(config)}: top_k / overlong_filter / epoch_filter need cascade's agent and the "
-                "reward service: set cluster.reward_urls to `cascade verify --serve --reward-model CKPT`"
-            )
+    reward-model role on `reward_model` (the config refuses what that role cannot do)."""
     return _rl_jobs(config)
 
 
@@ -444,7 +416,12 @@ JobBuilder = Callable[[Any], list[OpenRLHFJob]]
 
 def stage_jobs(config: StageConfig, builder: JobBuilder) -> list[OpenRLHFJob]:
     """Every OpenRLHF job of a stage, in order (an RL stage: one per phase of its length schedule), from the
-    kind's builder (`cascade_cli.stages` names it: sft_jobs, reward_model_jobs, rlvr_jobs, rlhf_jobs)."""
+    kind's builder (`cascade_cli.stages` names it: sft_jobs, reward_model_jobs, rlvr_jobs, rlhf_jobs). The
+    config's own checks run first (config/checks.py), as they do before every run."""
+    try:
+        validate(config)
+    except CascadeUsageError as error:
+        raise CascadeUsageError(f"stage {stage_name(config)}: {error}") from None
     if not config.init:
         raise CascadeUsageError(f"stage {stage_name(config)}: init: missing input checkpoint")
     return builder(config)

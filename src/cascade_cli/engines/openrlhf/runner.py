@@ -23,7 +23,7 @@ from cascade_cli.chat import CHAT_TEMPLATE
 from cascade_cli.checkpoint import read_manifest, write_manifest
 from cascade_cli.config.common import StageConfig
 from cascade_cli.config.structure import to_plain
-from cascade_cli.console import console, print_warning
+from cascade_cli.console import console, labelled, print_skip, print_warning
 from cascade_cli.engines.openrlhf.agent_file import export, export_command
 from cascade_cli.engines.openrlhf.data import RL_KINDS, convert_stage_data, stage_mode, write_phase_files
 from cascade_cli.engines.openrlhf.epoch_jobs import run_epoch_jobs
@@ -138,7 +138,7 @@ def follow_logs(address: str, job_id: str, log_path: Path) -> deque[str]:
             sink.write(line)
             sink.flush()
             tail.append(line.rstrip("\n"))
-            console.print(f"[dim]{job_id}[/] {line.rstrip()}", markup=True, highlight=False)
+            console.print(labelled(job_id, "dim", line.rstrip()))
     return tail
 
 
@@ -258,7 +258,7 @@ def run_openrlhf_stage(
         manifest("running")
         entrypoint = entrypoint_override(job) if entrypoint_override else job.entrypoint
         submit_job(job, entrypoint, job_id)
-        console.print(f"submitted [bold]{job_id}[/] ({job.name}); logs: {log_path}")
+        console.print(f"submitted {job_id} ({job.name}); logs: {log_path}")
         try:
             tail = follow_logs(address, job_id, log_path)
             record["status"] = job_status(address, job_id)
@@ -290,7 +290,7 @@ def run_openrlhf_stage(
             earlier = done.get(job.name)
             if earlier and earlier.get("command") == job.argv and (Path(job.output_dir) / "config.json").is_file():
                 records.append({**earlier, "reused": True})  # a rerun continues after the last finished phase
-                console.print(f"[dim]skip[/] {job.name}: job {earlier['job_id']} already produced {job.output_dir}")
+                print_skip(f"{job.name}: job {earlier['job_id']} already produced {job.output_dir}")
                 continue
             run_job(job)
     if not (out / "config.json").is_file():

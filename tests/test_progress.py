@@ -1,0 +1,73 @@
+"""Progress that a log shows: with stderr in a file, long work prints plain lines (stage, step/total, rate,
+ETA) at the start, every CASCADE_PROGRESS_SECONDS (also while one step runs long) and at the end; the
+libraries' own bars ("Loading weights") stay out of it unless `--verbose`."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cascade_cli.progress import LIBRARY_BAR_SWITCHES, VERBOSE_ENV
+
+LINE = re.compile(r"^sft: step (\d+)/(\d+) \(\d+%\), (- step/s|[\d.]+ step/s|[\d.]+ s/step), elapsed \d+:\d\d, ETA ")
+
+
+def run_logged(args: list, log: Path, seconds: str = "0.2") -> str:
+    inherited = {k: v for k, v in os.environ.items() if k not in (*LIBRARY_BAR_SWITCHES, VERBOSE_ENV)}
+    env = {**inherited, "HF_HUB_OFFLINE": "1", "CASCADE_PROGRESS_SECONDS": seconds}
+    with log.open("w") as handle:
+        result = subprocess.run([sys.executable, *map(str, args)], stdout=subprocess.DEVNULL, stderr=handle,
+                                env=env, timeout=600)
+    text = log.read_text()
+    assert result.returncode == 0, text
+    return text
+
+
+def test_a_long_step_still_prints_a_line_every_interval(tmp_path):
+    script = (
+        "import time\nfrom cascade_cli.progress import Progress\n"
+        "with Progress('eval', 2, unit='benchmark', note='math500: generating') as bar:\n"
+        "    time.sleep(1.0)\n    bar.advance(note='math500: done')\n"
+    )
+    lines = run_logged(["-c", script], tmp_path / "log", seconds="0.1").splitlines()
+    waiting = [line for line in lines if line.startswith("eval: benchmark 0/2 (0%)")]
+    assert len(waiting) >= 5, lines  # the start line, then one every 0.1 s while the step runs
+    assert all("math500: generating" in line and "elapsed" in line for line in waiting)
+    assert lines[-1].startswith("eval: benchmark 1/2 (50%), ") and "ETA" in lines[-1] and lines[-1].endswith("math500: done")
+
+
+@pytest.fixture(scope="module")
+def sft_data(tmp_path_factory) -> Path:
+    from typer.testing import CliRunner
+
+    from cascade_cli.cli import app
+
+    data = tmp_path_factory.mktemp("data") / "sft"
+    result = CliRunner().invoke(app, ["prepare-data", "--source", "tiny:sft", "--out", str(data), "--n", "16"])
+    assert result.exit_code == 0, result.output
+    return data
+
+
+def sft(data: Path, out: Path, *before: str) -> list:
+    return ["-m", "cascade_cli", *before, "sft", "--init", "tiny", "--data", data, "--out", out, "max_steps=6",
+            "batch_size=2", "max_seq_len=64"]
+
+
+def test_training_in_a_log_prints_plain_progress_lines_and_no_library_bars(sft_data, tmp_path):
+    log = run_logged(sft(sft_data, tmp_path / "out"), tmp_path / "sft.log")
+    lines = [line for line in log.splitlines() if line.startswith("sft: step")]
+    assert lines and all(LINE.match(line) for line in lines), log
+    assert lines[0].startswith("sft: step 0/6") and lines[-1].startswith("sft: step 6/6 (100%)"), log
+    assert "loss" in lines[-1] and "tok/s" in lines[-1]
+    assert "\x1b[" not in log and "━" not in log  # no terminal bar drawn into the file
+    assert "Loading weights" not in log
+
+
+def test_verbose_shows_the_libraries_bars(sft_data, tmp_path):
+    log = run_logged(sft(sft_data, tmp_path / "out", "--verbose"), tmp_path / "sft.log")
+    assert "Loading weights" in log
