@@ -71,3 +71,20 @@ def test_training_in_a_log_prints_plain_progress_lines_and_no_library_bars(sft_d
 def test_verbose_shows_the_libraries_bars(sft_data, tmp_path):
     log = run_logged(sft(sft_data, tmp_path / "out", "--verbose"), tmp_path / "sft.log")
     assert "Loading weights" in log
+
+
+def test_line_per_update_prints_every_step_in_a_log(tmp_path):
+    """RL steps take a minute or more each: `line_per_update` gives each its own line in a log (the heartbeat
+    alone could skip steps), without waiting for the interval."""
+    script = (
+        "from cascade_cli.progress import Progress\n"
+        "with Progress('if_rl', 3, line_per_update=True) as bar:\n"
+        "    for step in range(3):\n        bar.update(done=step + 1, note=f'reward 0.{step}')\n"
+    )
+    lines = run_logged(["-c", script], tmp_path / "log", seconds="60").splitlines()
+    steps = [line for line in lines if line.startswith("if_rl: step ")]
+    assert [line.split(",")[0] for line in steps] == [
+        "if_rl: step 0/3 (0%)", "if_rl: step 1/3 (33%)", "if_rl: step 2/3 (67%)", "if_rl: step 3/3 (100%)",
+        "if_rl: step 3/3 (100%)",  # the end line
+    ], lines
+    assert steps[2].endswith("reward 0.1") and "ETA" in steps[2]

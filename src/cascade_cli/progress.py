@@ -89,7 +89,9 @@ def _rate(per_second: float, unit: str) -> str:
 class Progress:
     """`label`: what runs (a stage, a benchmark); `total`: the steps it takes (None: unknown); `done`: steps
     already done (a resumed run); `note`: what it is doing now (a loss, a benchmark name); `transient`: the
-    terminal bar disappears at the end; `enabled=False` prints nothing (work too small to report)."""
+    terminal bar disappears at the end; `enabled=False` prints nothing (work too small to report);
+    `line_per_update`: in a log, also a line at every `advance` / `update` (steps that take a minute or more,
+    such as RL steps, each get their line)."""
 
     def __init__(
         self,
@@ -101,9 +103,10 @@ class Progress:
         note: str = "",
         transient: bool = False,
         enabled: bool = True,
+        line_per_update: bool = False,
     ) -> None:
         self.label, self.total, self.unit, self.done, self.note = label, total, unit, done, note
-        self.enabled, self.transient = enabled, transient
+        self.enabled, self.transient, self.line_per_update = enabled, transient, line_per_update
         self._first, self._started = done, time.monotonic()
         self._bar: RichProgress | None = None
         self._task = None
@@ -126,6 +129,8 @@ class Progress:
             self.label = self.label if label is None else label
         if self._bar is not None:
             self._bar.update(self._task, completed=self.done, total=self.total, note=self.note, label=self.label)
+        elif self._ticker is not None and self.line_per_update:
+            self._print()
 
     def line(self) -> str:
         """The plain progress line: label, step/total, rate, elapsed, ETA, note."""

@@ -371,7 +371,7 @@ def train(run: Run, step: int, eval_before: dict | None, config_dict: dict[str, 
         eval_before = rl_eval.evaluate(run)
     metrics_log = MetricsLog(out, tensorboard=config.tensorboard, truncate_after_step=step or None)
     last: dict[str, Any] = {}
-    with Progress(config.name or config.kind, total_steps, done=step) as progress:
+    with Progress(config.name or config.kind, total_steps, done=step, line_per_update=True) as progress:
         while step < total_steps:
             last = train_step(run, step)
             step += 1
