@@ -113,7 +113,7 @@ def _cpu_seconds() -> float:
 
 def section_math(args: argparse.Namespace) -> None:
     from cascade_cli.verifiers import verify_batch
-    from cascade_cli.verifiers.math import _parse_gold
+    from cascade_cli.verifiers.math_reference import parse_gold
 
     records = math_records(args.rows)
     options = {"math": {"code_switch_reward": None}}  # throughput of the answer check itself
@@ -126,7 +126,7 @@ def section_math(args: argparse.Namespace) -> None:
     )
     ours: dict[int, tuple[float, list]] = {}
     for workers in args.workers:
-        _parse_gold.cache_clear()  # no head start from a warm gold cache
+        parse_gold.cache_clear()  # no head start from a warm gold cache
         seconds, cpu, scores = timed(
             lambda w=workers: verify_batch(records, domain="math", workers=w, options=options)
         )
