@@ -253,14 +253,7 @@ def numeric_verdict(gold: str, predicted: str) -> bool | None:
     return all(verdicts)
 
 
-_UNIT_SUFFIX = re.compile(r"\s*\\(?:text|mbox|mathrm)\{\s*[A-Za-z][A-Za-z ]*\}(?:\^\{?\d\}?)?\s*$")
 _BRACKETS = {"(": ")", "[": "]", "\\{": "\\}"}
-
-
-def strip_unit(text: str) -> str:
-    """`59 \\text{ cents}` -> `59`: a trailing text unit after a value (math-verify drops units too)."""
-    stripped = _UNIT_SUFFIX.sub("", text)
-    return stripped if stripped.strip() else text
 
 
 def _closes_at_end(text: str, open_at: int) -> bool:
