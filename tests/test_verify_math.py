@@ -118,6 +118,8 @@ def test_answers_any_reader_reads_are_read(response: str, gold: str) -> None:
         ("So the result is \\fbox{9}.", "9", 1.0, 0.0),
         ("The final answer is $\\boxed{90°}$.", "90^\\circ", 1.0, 0.0),
         ("The final answer is $\\boxed{9 i + 6}$.", "6+9i", 1.0, 0.0),
+        # an empty box answers nothing (SmolLM2 writes "the answer is within \\boxed{}")
+        ("It is $ab+5b$.\nThe answer is within \\boxed{}. I cannot fill \\boxed{}.", "b(a+5)", 1.0, 1.0),
         # the last number is what math-verify reads of a bare answer
         ("We set $n = 5$ and count the cases that remain.\n\n12", "5", 0.0, 0.0),
         ("We have $x = 5$ and $y = 7$, so there are 12 of them.", "12", 1.0, 1.0),
@@ -140,6 +142,9 @@ def test_documented_classes_and_adversarial_negatives(
          "**Final Answer:** $\\frac{3}{4}$", "answer_line"),
         ("\\boxed{7} no; \\boxed{6}.", "6", "boxed_first", "\\boxed{6}.", "last_box"),
         ("\\boxed{7} and \\boxed{6}.", "6, 7", "boxed_first", "\\boxed{7} and \\boxed{6}.", "response"),
+        # empty boxes are no answer (SmolLM2: "the answer is within \boxed{}"): the response is read
+        ("It is $ab+5b$.\nThe answer is within \\boxed{}. I cannot fill \\boxed{}.", "b(a+5)", "boxed_first",
+         "It is $ab+5b$.\nThe answer is within \\boxed{}. I cannot fill \\boxed{}.", "response"),
         ("So she makes $18.\n\nQuestion 2: 7 eggs.", "18", "flexible", "7", "flexible"),
         ("So she makes $\\boxed{18}$.\n\nMore to come...", "18", "flexible", "18", "flexible"),  # not `$.`, `...`
         ("That is $1,234.", "1234", "flexible", "1,234", "flexible"),

@@ -91,7 +91,8 @@ def _token_region(token: str | None, how: str) -> Region:
 
 
 def _boxed_first_region(text: str, gold: str) -> Region:
-    boxes = boxed_spans(text)
+    # An empty box ("the answer is within \boxed{}") answers nothing; math-verify passes over it too.
+    boxes = [box for box in boxed_spans(text) if box[2].strip()]
     last_box_end = boxes[-1][1] if boxes else 0
     for line in reversed(list(_ANSWER_LINE.finditer(text, last_box_end))):
         line_end = text.find("\n", line.end())
