@@ -59,107 +59,6 @@ def test_all_boxed_in_order_outer_box_once() -> None:
     ]
 
 
-# Answers any reader reads, and math-verify too (issue 34's list): reward 1, and math-verify on the whole
-# response agrees.
-READ_AS_MATH_VERIFY_READS = [
-    ("#### 18", "18"),
-    ("So she makes 18 dollars every day.", "18"),
-    ("Janet makes $18 per day.", "18"),
-    ("So the total is **70**.", "70"),
-    ("$\\frac{1}{3}$", "\\frac{1}{3}"),
-    ("\\(\\frac{1}{3}\\)", "\\frac{1}{3}"),
-    ("\\[\\frac{1}{3}\\]", "\\frac{1}{3}"),
-    ("$$\\frac{1}{3}$$", "\\frac{1}{3}"),
-    ("Answer $9$", "9"),
-    ("Therefore $x \\geq 5$ is the solution.", "x \\geq 5"),
-    ("The answer is 18. I hope it helps.", "18"),
-    ("The total is 1000,99 dollars.", "1000.99"),
-    ("The value is 1,22.", "1.22"),
-    ("The total is 12,345 apples.", "12345"),
-    ("It costs €12.50 in total.", "12.5"),
-    ("She spends 25% of her money.", "25\\%"),
-    ("\\boxed{1}, \\boxed{2}, \\boxed{3}", "\\{1,2,3\\}"),
-    ("The solutions are $1$, $2$ and $3$.", "1, 2, 3"),
-    ("Hence $x = \\boxed{3}$ and $y = \\boxed{4}$.", "(3, 4)"),
-    ("The speed is 5 m/s.", "5"),
-    ("<think>\nmaybe \\boxed{1}\n</think>\n\nSo $\\boxed{2}$.", "2"),
-]
-
-
-@pytest.mark.parametrize(("response", "gold"), READ_AS_MATH_VERIFY_READS)
-def test_answers_any_reader_reads_are_read(response: str, gold: str) -> None:
-    from cascade_cli.verifiers.math_reference import reference_verdict
-
-    result = score(response, {"answer": gold})
-    assert (result.reward, result.details["verdict"]) == (1.0, "correct"), result.details
-    assert reference_verdict(gold, response)[0] is True
-
-
-@pytest.mark.parametrize(
-    ("response", "gold", "reward", "math_verify_reward"),
-    [
-        # comma and space inside math: a list, never 32349 (issue 21's adversarial negatives)
-        ("The answer is $\\boxed{32, 349}$.", "32349", 0.0, 0.0),
-        ("The answer is $\\boxed{1, 234}$.", "1234", 0.0, 0.0),
-        ("The answer is $\\boxed{32,349}$.", "32349", 1.0, 1.0),
-        # class 2: boxes are never one number (math-verify joins them into `32,349`)
-        ("So \\boxed{32} and \\boxed{349}.", "32349", 0.0, 1.0),
-        ("x = \\boxed{12}, y = \\boxed{345}", "12345", 0.0, 1.0),
-        ("\\boxed{7} is too big; the answer is \\boxed{6}.", "6", 1.0, 0.0),
-        ("The pairs are $\\boxed{(2, 2)}$ and $\\boxed{(6, 2)}$.", "(2, 2), (6, 2)", 1.0, 1.0),
-        # class 1: thinking is not answering
-        ("<think>\nIt is \\boxed{5}.\n</think>\n\nI could not finish.", "5", 0.0, 1.0),
-        ("<think>\nIt is \\boxed{5}.\n</think>\n\nThe answer is \\boxed{6}.", "5", 0.0, 0.0),
-        # class 3: an explicit final-answer line after the last box
-        ("So \\boxed{x=2} in the first case.\n\n**Final Answer:** 5", "5", 1.0, 0.0),
-        ("We add the fee to the answer from the previous step: $4 + 2 = 6$.\n#### 15", "6", 0.0, 1.0),
-        ("Amy answered 3 correctly, and 3 * 5 = 15 points.\n#### 41", "41", 1.0, 0.0),
-        # class 4: rewrites of readings math-verify misses
-        ("So the result is \\fbox{9}.", "9", 1.0, 0.0),
-        ("The final answer is $\\boxed{90°}$.", "90^\\circ", 1.0, 0.0),
-        ("The final answer is $\\boxed{9 i + 6}$.", "6+9i", 1.0, 0.0),
-        # an empty box answers nothing (SmolLM2 writes "the answer is within \\boxed{}")
-        ("It is $ab+5b$.\nThe answer is within \\boxed{}. I cannot fill \\boxed{}.", "b(a+5)", 1.0, 1.0),
-        # the last number is what math-verify reads of a bare answer
-        ("We set $n = 5$ and count the cases that remain.\n\n12", "5", 0.0, 0.0),
-        ("We have $x = 5$ and $y = 7$, so there are 12 of them.", "12", 1.0, 1.0),
-    ],
-)
-def test_documented_classes_and_adversarial_negatives(
-    response: str, gold: str, reward: float, math_verify_reward: float
-) -> None:
-    from cascade_cli.verifiers.math_reference import reference_verdict
-
-    assert score(response, {"answer": gold}).reward == reward
-    assert float(reference_verdict(gold, response)[0]) == math_verify_reward
-
-
-@pytest.mark.parametrize(
-    ("response", "gold", "extraction", "text", "how"),
-    [
-        ("<think>\n\\boxed{5} is my guess and I keep thinking", "5", "boxed_first", None, "unfinished"),
-        ("Work.\n**Final Answer:** $\\frac{3}{4}$\nCheck: 3/4 = 0.75", "\\frac34", "boxed_first",
-         "**Final Answer:** $\\frac{3}{4}$", "answer_line"),
-        ("\\boxed{7} no; \\boxed{6}.", "6", "boxed_first", "\\boxed{6}.", "last_box"),
-        ("\\boxed{7} and \\boxed{6}.", "6, 7", "boxed_first", "\\boxed{7} and \\boxed{6}.", "response"),
-        # empty boxes are no answer (SmolLM2: "the answer is within \boxed{}"): the response is read
-        ("It is $ab+5b$.\nThe answer is within \\boxed{}. I cannot fill \\boxed{}.", "b(a+5)", "boxed_first",
-         "It is $ab+5b$.\nThe answer is within \\boxed{}. I cannot fill \\boxed{}.", "response"),
-        ("So she makes $18.\n\nQuestion 2: 7 eggs.", "18", "flexible", "7", "flexible"),
-        ("So she makes $\\boxed{18}$.\n\nMore to come...", "18", "flexible", "18", "flexible"),  # not `$.`, `...`
-        ("That is $1,234.", "1234", "flexible", "1,234", "flexible"),
-        ("Nothing here", "1", "flexible", None, "none"),
-        ("Step 1: 3 + 4 = 7\n#### 7\nAnd 9 more.", "7", "strict", "7", "strict"),
-        ("The answer is 7.", "7", "strict", None, "none"),
-    ],
-)
-def test_answer_region(response: str, gold: str, extraction: str, text: str | None, how: str) -> None:
-    from cascade_cli.verifiers.math_extraction import answer_region
-
-    region = answer_region(response, gold, extraction)
-    assert (region.text, region.how) == (text, how)
-
-
 def test_unfinished_thinking_scores_zero_with_reason() -> None:
     result = score("<think>\\nso the answer is \\boxed{3}", {"answer": "3"})
     assert (result.reward, result.details["verdict"], result.details["extraction"]) == (
@@ -167,19 +66,6 @@ def test_unfinished_thinking_scores_zero_with_reason() -> None:
         "no_answer",
         "unfinished",
     )
-
-
-def test_gsm8k_extractions_read_as_lm_eval_does() -> None:
-    """flexible: the last number (a box earlier does not count); strict: the first `#### N` only."""
-    response = "So she makes \\boxed{18} dollars.\n\nIn a week that is 18 * 7 = 126."
-    assert score(response, {"answer": "18"}).reward == 1.0  # boxed_first
-    assert score(response, {"answer": "126"}, extraction="flexible").reward == 1.0
-    assert score(response, {"answer": "18"}, extraction="flexible").reward == 0.0
-    assert score("#### 1,234\\nor 5", {"answer": "1234"}, extraction="strict").reward == 1.0
-    assert score("#### 1,22", {"answer": "1.22"}, extraction="strict").reward == 1.0  # math-verify's decimal comma
-    assert score("The answer is 18.", {"answer": "18"}, extraction="strict").details["verdict"] == "no_answer"
-    with pytest.raises(ValueError, match="extraction must be one of"):
-        MathVerifier(extraction="loose")
 
 
 # ---- fast path and math-verify ----------------------------------------------------------------------
