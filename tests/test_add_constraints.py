@@ -112,3 +112,24 @@ def test_cli_refuses_bad_options_and_non_prompt_rows(cli, tmp_path: Path):
     result = cli(["prepare-data", "--source", REAL / "hh_rlhf.jsonl", "--out", tmp_path / "b",
                   "--add-constraints", "ifeval", "constraints_decontaminate=false"])  # fmt: skip
     assert result.exit_code == 2 and "expected a prompt row" in result.output
+
+
+def test_cli_domain_if_with_constraints_reads_prompt_rows(cli, tmp_path: Path):
+    """Naming the domain the constraints produce is not an error: the source's base prompts get their
+    constraints attached before any IF-row check (issue 34: it failed with "missing key 'instruction_id_list'")."""
+    source = tmp_path / "prompts.jsonl"
+    prompts = ("Write a short note about rain.", "Describe a city at night.", "How do bees make honey?")
+    source.write_text("".join(json.dumps({"prompt": text}) + "\n" for text in prompts))
+    named, unnamed = tmp_path / "named", tmp_path / "unnamed"
+    for out, extra in ((named, ["--domain", "if"]), (unnamed, [])):
+        result = cli(["prepare-data", "--source", source, "--out", out, *extra, "--add-constraints", "ifeval",
+                      "constraints_decontaminate=false"])  # fmt: skip
+        assert result.exit_code == 0, result.output
+    rows = load_rows(named)
+    assert [row["domain"] for row in rows] == ["if"] * 3
+    verifier = InstructionVerifier()
+    assert all(verifier.check_label(row["label"]) is None and row["label"]["instruction_id_list"] for row in rows)
+    assert rows == load_rows(unnamed)  # the domain named or inferred, the same rows
+    result = cli(["prepare-data", "--source", source, "--out", tmp_path / "math", "--domain", "math",
+                  "--add-constraints", "ifeval"])  # fmt: skip
+    assert result.exit_code == 2 and "--add-constraints makes instruction-following rows" in result.output

@@ -68,3 +68,26 @@ def test_decontamination_compares_the_raw_problems(shared_data: Path):
     name, texts = reference_prompts("gsm8k")
     assert name == "gsm8k" and len(texts) == 1319 and "boxed" not in texts[0]
     assert len(reference_prompts("mbpp")[1]) == 500
+
+
+def test_each_math_benchmark_names_how_its_answers_are_read(cli, tmp_path: Path, shared_data: Path):
+    """gsm8k reads the last number, as lm-eval's gsm8k `flexible-extract` reports it; math500 and aime read
+    boxes first (math-verify's order). The same responses score differently under the two, by design."""
+    assert BENCHMARKS["gsm8k"].extraction == "flexible"
+    assert {BENCHMARKS[name].extraction for name in ("math500", "aime24", "aime25")} == {"boxed_first"}
+    gsm8k = resolve_benchmark("gsm8k").rows()[:4]
+    # a box, then a check that ends on another number: boxed_first reads 18, flexible the check's 126
+    texts = [f"So the answer is $\\boxed{{{row['label']['answer']}}}$.\n\nCheck: 2 * 63 = 126." for row in gsm8k]
+    responses = tmp_path / "responses.jsonl"
+    lines = [json.dumps({"id": row["id"], "response": text}) for row, text in zip(gsm8k, texts, strict=True)]
+    responses.write_text("\n".join(lines) + "\n")
+    result = cli(["eval", "--responses", responses, "--benchmarks", "gsm8k", "--out", tmp_path / "out"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "out" / "results.json").read_text())["benchmarks"]["gsm8k"]
+    assert summary["verifier_options"] == {"extraction": "flexible"} and summary["score"] == 0.0
+    samples = [json.loads(line) for line in (tmp_path / "out" / "samples.jsonl").read_text().splitlines()]
+    assert {s["details"]["extracted"] for s in samples} == {"126"}
+    from cascade_cli.verifiers.math import MathVerifier
+
+    boxed_first = MathVerifier(code_switch_reward=None)
+    assert all(boxed_first.score({"response": t, "label": r["label"]}).passed for r, t in zip(gsm8k, texts, strict=True))

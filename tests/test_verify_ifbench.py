@@ -195,6 +195,8 @@ OOD_ADDED: dict[str, tuple[dict[str, Any], str, str]] = {
     "count:person_names": ({"N": 2}, "Emma met Liam.", "Emma met emma and Liamson."),
     "words:odd_even_syllables": ({}, "cat table dog", "cat dog"),
     "format:emoji": ({}, "I love rain 😀. Sun is nice 😎", "I love rain 😀. Sun is nice."),
+    # the tagger reads context: 'Build' opening an imperative is a noun to it, 'Prove' a verb
+    "words:start_verb": ({}, "Prove that the sum of two even numbers is even.", "Build resilient relationships."),
     "custom:multiples": ({}, "14, 21, 28, 35, 42, 49", "7, 14, 21, 28, 35, 42, 49"),
     "custom:mcq_count_length": ({}, _mcq([10, 20, 30, 40]), _mcq([10, 30, 20, 40])),
     "custom:reverse_newline": ({}, "\n".join(_ZLINES), "\n".join(_ZLINES[:40] + _ZLINES[:-41:-1])),
@@ -281,7 +283,7 @@ def test_mixed_ifeval_and_ifbench_label_scores_through_the_registry() -> None:
         ("copy:copying_multiple", {"prompt_to_repeat": PROMPT}, "missing kwarg 'N'"),
         ("keywords:keyword_specific_position", {"keyword": [], "n": 1, "m": 1}, "kwarg 'keyword'"),
         ("ratio:overlap", {"reference_text": "abc", "percentage": "lots"}, "expected a number"),
-        ("words:start_verb", {}, "unknown instruction id 'words:start_verb'"),
+        ("words:start_verbs", {}, "unknown instruction id 'words:start_verbs'"),
         ("ratio:stop_words", {"percentage": "most"}, "expected a number"),
     ],
 )
@@ -322,6 +324,10 @@ def _reference_agreement() -> dict[str, Counter[str]]:
     return tally
 
 
+def loose_total(tally: dict[str, Counter[str]]) -> int:
+    return sum(count["loose"] for count in tally.values())
+
+
 @pytest.mark.skipif(not (REFERENCE / "sample_output.jsonl").is_file(), reason="IFBench reference data not found")
 def test_verdicts_agree_with_the_reference_evaluator_on_its_sample_output() -> None:
     tally = _reference_agreement()
@@ -334,4 +340,40 @@ def test_verdicts_agree_with_the_reference_evaluator_on_its_sample_output() -> N
         assert count["strict"] == count["loose"] == count["total"], (instruction_id, report[instruction_id])
     strict = sum(c["strict"] for c in tally.values())
     total = sum(c["total"] for c in tally.values())
-    assert strict >= total - 1, report  # known: one ratio:sentence_type verdict differs (Punkt vs the reference)
+    assert strict == loose_total(tally) == total, report
+
+
+@pytest.mark.skipif(not (REFERENCE / "sample_output.jsonl").is_file(), reason="IFBench reference data not found")
+@pytest.mark.parametrize("instruction_id", ["words:start_verb", "ratio:sentence_type"])
+def test_start_verb_and_sentence_type_give_the_6_reference_verdicts(instruction_id: str) -> None:
+    count = _reference_agreement()[instruction_id]
+    assert count["total"] == 6
+    assert count["strict"] == count["loose"] == 6, count
+
+
+def test_shipped_tagger_is_nltks_model_and_loads_without_nltk_data(tmp_path: Path) -> None:
+    """The model files are the ones LICENSE.txt names, and tagging needs no `nltk.download` on a fresh machine."""
+    import hashlib
+    import os
+    import subprocess
+    import sys
+
+    from cascade_cli.verifiers.instruction.ifbench_lexicon import TAGGER_DIR
+
+    notice = (TAGGER_DIR / "LICENSE.txt").read_text(encoding="utf-8")
+    for part in ("weights", "tagdict", "classes"):
+        model_file = TAGGER_DIR / f"averaged_perceptron_tagger_eng.{part}.json"
+        digest = hashlib.sha256(model_file.read_bytes()).hexdigest()
+        assert f"{part}.json  {digest}" in notice
+    assert "Copyright 2013 Matthew Honnibal" in notice
+    script = (
+        "from cascade_cli.verifiers.instruction import evaluate\n"
+        "print([evaluate(t, ['words:start_verb'], [{}]).strict[0] for t in "
+        "('Prove it.', 'Build resilient relationships.', 'Identify the ideologies, and you will see.')])\n"
+    )
+    env = {**os.environ, "NLTK_DATA": str(tmp_path), "HOME": str(tmp_path)}
+    result = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[True, False, True]"

@@ -113,3 +113,8 @@ class PrepareDataConfig(StageConfig):
         if self.add_constraints is not None:
             parse_sets(self.add_constraints)
             parse_count_range(self.constraints_per_prompt)
+            if self.domain not in (None, "if"):
+                raise CascadeUsageError(
+                    f"domain: --add-constraints makes instruction-following rows, so expected if (or unset), "
+                    f"found {self.domain!r}"
+                )

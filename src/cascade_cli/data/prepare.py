@@ -158,6 +158,9 @@ def preference_row(row: dict[str, Any], fmt: str, where: str) -> dict[str, Any] 
 def _read_rows(config: PrepareDataConfig, source: Source) -> list[dict[str, Any]]:
     rows_iter, total = _raw_rows(config, source)
     mapping = dict(config.map)
+    # With --add-constraints the source holds base prompts: they become `if` rows once the constraints are
+    # attached (after decontamination), so `--domain if` must not demand their IF labels now.
+    row_domain = None if config.add_constraints else config.domain
     rows: list[dict[str, Any]] = []
     show = total is None or total >= PROGRESS_MIN_ROWS
     with Progress(f"reading {Path(source.spec).name}", total, unit="row", transient=True, enabled=show) as progress:
@@ -178,7 +181,7 @@ def _read_rows(config: PrepareDataConfig, source: Source) -> list[dict[str, Any]
                     number=number,
                     where=where,
                     source=source.spec,
-                    domain=config.domain or format_domain,
+                    domain=row_domain or format_domain,
                     mode=config.mode,
                     id_prefix=Path(where).stem or "row",
                 )

@@ -57,6 +57,12 @@ class Benchmark:
     # Beside k: the paper's temperature 0.6 (its 64K budget cut to a CPU run's); gsm8k / mbpp are greedy.
     default_temperature: float = 0.6
     default_max_tokens: int = 1024
+    # math: how answers are read (verifiers/math_extraction.py): boxed_first (None: so) or flexible (GSM8K)
+    extraction: str | None = None
+
+    def verifier_options(self) -> dict[str, Any]:
+        """Keyword arguments for this benchmark's verifier."""
+        return {"extraction": self.extraction} if self.extraction else {}
 
     def rows(self, limit: int | None = None) -> list[dict[str, Any]]:
         rows = self.load()
@@ -384,21 +390,21 @@ BENCHMARKS: dict[str, Benchmark] = {
             "math",
             _shared_loader("math500/test.jsonl", "math500", "math"),
             "MATH-500 (PRM800K test subset)",
-            default_k=4,
+            default_k=4, extraction="boxed_first",
         ),
         Benchmark(
             "aime24",
             "math",
             _shared_loader("aime/aime24.jsonl", "aime24", "math"),
             "AIME 2024 I+II",
-            default_k=64,
+            default_k=64, extraction="boxed_first",
         ),
         Benchmark(
             "aime25",
             "math",
             _shared_loader("aime/aime25.jsonl", "aime25", "math"),
             "AIME 2025 I+II",
-            default_k=64,
+            default_k=64, extraction="boxed_first",
         ),
         Benchmark(
             "ifeval",

@@ -2,7 +2,8 @@
 from evaluation/benchmarks.py). Data: `shared/data/real/` (see its SOURCES.md).
 
     gsm8k   the 1,319 test problems; id = the 0-based line number in test.jsonl, as a string; label = the
-            final answer after `####`; posed like MATH-500 (reason step by step, answer in \\boxed{})
+            final answer after `####`; posed like MATH-500 (reason step by step, answer in \\boxed{});
+            read as lm-eval's gsm8k task reports it, `flexible-extract` (the last number of the response)
     mbpp    the 500 test tasks (task ids 11-510); id = the task id, as a string; label = its `test_list`
             (+ `test_setup_code`) as an assert label; posed the usual way (the task and its first test)
 
@@ -55,7 +56,7 @@ REAL_BENCHMARKS = {
     bench.name: bench
     for bench in (
         Benchmark("gsm8k", "math", load_gsm8k, "GSM8K test (1,319 grade-school math problems)", default_k=1,
-                  default_temperature=0.0, default_max_tokens=512, source=GSM8K_FILE),
+                  default_temperature=0.0, default_max_tokens=512, source=GSM8K_FILE, extraction="flexible"),
         Benchmark("mbpp", "code", load_mbpp, "MBPP test (500 Python tasks, ids 11-510)", default_k=1,
                   default_temperature=0.0, default_max_tokens=512, source=MBPP_FILE),
     )

@@ -132,7 +132,8 @@ def evaluate_checkpoint(
                 for index, completion in enumerate(outs)
             ]
             summary, verdicts = score_benchmark(
-                records, name=bench.name, domain=bench.domain, metric=bench.metric, k=bench_k, workers=settings.workers
+                records, name=bench.name, domain=bench.domain, metric=bench.metric, k=bench_k, workers=settings.workers,
+                options=bench.verifier_options(),
             )
             summary.update(
                 mode=bench_mode, temperature=temperature, max_tokens=max_tokens, generation_seconds=round(gen_seconds, 3)
@@ -178,20 +179,22 @@ def score_responses(
             for name, records in matched.items():
                 kept = {str(row["id"]) for row in rows_by_name[name][:limit]}
                 matched[name] = [record for record in records if str(record["id"]) in kept]
-        groups = [(bench.name, bench.domain, bench.metric, matched[bench.name]) for bench in specs]
+        groups = [
+            (bench.name, bench.domain, bench.metric, matched[bench.name], bench.verifier_options()) for bench in specs
+        ]
     elif domain:
         metric = "ifeval" if domain == "if" else "accuracy"
-        groups = [(Path(responses).stem, domain, metric, self_labelled_records(responses, domain))]
+        groups = [(Path(responses).stem, domain, metric, self_labelled_records(responses, domain), {})]
     else:
         raise CascadeUsageError(
             "--responses needs --benchmarks NAME, --benchmark-file FILE --domain D, or --domain D"
         )
-    _check_verifiers([(name, bench_domain) for name, bench_domain, _, _ in groups])
-    for name, bench_domain, metric, records in groups:
+    _check_verifiers([(name, bench_domain) for name, bench_domain, *_ in groups])
+    for name, bench_domain, metric, records, options in groups:
         if not records:
             raise CascadeUsageError(f"responses file {responses}: no response matches benchmark {name}")
         summary, verdicts = score_benchmark(
-            records, name=name, domain=bench_domain, metric=metric, k=k, workers=workers
+            records, name=name, domain=bench_domain, metric=metric, k=k, workers=workers, options=options
         )
         results[name] = summary
         samples.extend({"benchmark": name, **verdict} for verdict in verdicts)

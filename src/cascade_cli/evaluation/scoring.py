@@ -85,9 +85,11 @@ def score_benchmark(
     metric: str = "accuracy",
     k: int | None = None,
     workers: int = 1,
+    options: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Verify rollout records (k per problem, sharing an `id`) -> (result summary, records with verdicts)."""
-    results = score_records(records, domain, workers=workers)
+    """Verify rollout records (k per problem, sharing an `id`) -> (result summary, records with verdicts).
+    `options`: the verifier's keyword arguments (a benchmark's `verifier_options()`)."""
+    results = score_records(records, domain, {domain: options} if options else None, workers=workers)
     verdicts = [
         {**record, "reward": result.reward, "passed": result.passed, "details": result.details}
         for record, result in zip(records, results, strict=True)
@@ -125,5 +127,6 @@ def score_benchmark(
         "truncated": truncated,
         "errors": len(errors),
         "first_error": errors[0] if errors else None,
+        **({"verifier_options": options} if options else {}),
     }
     return summary, verdicts

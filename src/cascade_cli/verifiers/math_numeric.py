@@ -253,14 +253,7 @@ def numeric_verdict(gold: str, predicted: str) -> bool | None:
     return all(verdicts)
 
 
-_UNIT_SUFFIX = re.compile(r"\s*\\(?:text|mbox|mathrm)\{\s*[A-Za-z][A-Za-z ]*\}(?:\^\{?\d\}?)?\s*$")
 _BRACKETS = {"(": ")", "[": "]", "\\{": "\\}"}
-
-
-def strip_unit(text: str) -> str:
-    """`59 \\text{ cents}` -> `59`: a trailing text unit after a value (math-verify drops units too)."""
-    stripped = _UNIT_SUFFIX.sub("", text)
-    return stripped if stripped.strip() else text
 
 
 def _closes_at_end(text: str, open_at: int) -> bool:
@@ -319,7 +312,8 @@ def _same(a: Value, b: Value) -> bool | None:
 
 
 def structured_verdict(gold: str, predicted: str) -> bool | None:
-    """Tuples, intervals and lists of plain numbers compared item by item; a number against a list is wrong.
+    """Tuples, intervals and lists of plain numbers compared item by item; a number against a list of other
+    numbers is wrong.
 
     Decides only what every reading agrees on: the same items in the same places with the same brackets
     is right; items that are not even a permutation of each other are wrong; a permutation or a different
@@ -329,8 +323,12 @@ def structured_verdict(gold: str, predicted: str) -> bool | None:
     if gold_parts is None and predicted_parts is None:
         return None
     if gold_parts is None or predicted_parts is None:
-        scalar_side = gold if gold_parts is None else predicted
-        return False if _scalar(scalar_side) is not None else None
+        # a number is no list, unless every reading folds the list to it (`\{5, 5\}` is the set {5})
+        scalar = _scalar(gold if gold_parts is None else predicted)
+        items = [_scalar(item) for item in (predicted_parts or gold_parts or ("", [], ""))[1]]
+        if scalar is None or any(item is None or _same(scalar, item) is not False for item in items):
+            return None
+        return False
     (gold_open, gold_items, gold_close), (predicted_open, predicted_items, predicted_close) = (
         gold_parts,
         predicted_parts,

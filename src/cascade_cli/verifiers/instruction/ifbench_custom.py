@@ -73,9 +73,9 @@ def africa_reverse_lines(text: str) -> bool:
 @instruction("custom:word_reverse")
 def words_reversed(text: str) -> bool:
     """The words, read back to front (punctuation dropped, lower-cased), mention 'bald eagle' and make one
-    Punkt sentence."""
+    sentence."""
     forward = " ".join(text.lower().strip().translate(measure.DROP_PUNCTUATION).split()[::-1])
-    return "bald eagle" in forward and forward in measure.split_sentences(forward)
+    return "bald eagle" in forward and forward in measure.split_sentences_by_rules(forward)
 
 
 @instruction("custom:character_reverse")
@@ -85,8 +85,8 @@ def letters_reversed(text: str) -> bool:
 
 @instruction("custom:sentence_alphabet")
 def alphabet_story(text: str) -> bool:
-    """26 Punkt sentences whose first words start with a, b, ..., z (case-insensitively)."""
-    sentences = measure.split_sentences(text)
+    """26 sentences whose first words start with a, b, ..., z (case-insensitively)."""
+    sentences = measure.split_sentences_by_rules(text)
     if len(sentences) != 26:
         return False
     for letter, sentence in zip(string.ascii_lowercase, sentences, strict=True):

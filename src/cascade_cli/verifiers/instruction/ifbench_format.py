@@ -80,7 +80,7 @@ def sentences_then_bullets(text: str) -> bool:
                 return False
             bullets += 1
         elif in_sentences:
-            sentences += len(measure.split_sentences(line.strip()))
+            sentences += len(measure.split_sentences_by_rules(line.strip()))
         else:
             return False
     return bullets >= 2

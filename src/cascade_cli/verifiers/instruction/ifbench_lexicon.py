@@ -1,16 +1,23 @@
-"""IFBench's out-of-distribution constraints that need a word list or a lexicon: stop words, person names,
-syllables and emoji (`ratio:stop_words`, `count:person_names`, `words:odd_even_syllables`, `format:emoji`).
+"""IFBench's out-of-distribution constraints that need a word list, a lexicon or a model: stop words, person
+names, syllables, emoji and parts of speech (`ratio:stop_words`, `count:person_names`,
+`words:odd_even_syllables`, `format:emoji`, `words:start_verb`).
 
 Everything is offline: the stop words are NLTK's English list (the Snowball list with the contraction stems
 NLTK adds; no PyPI package ships NLTK's corpus, and `stop-words`' 1,333-word English list disagrees with the
 reference on a third of the sample), the names are the 50 the instruction itself lists, syllables come from
-`syllapy`'s bundled dictionary and emoji from the `emoji` package's database. Imported for its side effect:
-registration in `registry.REGISTRY`.
+`syllapy`'s bundled dictionary, emoji from the `emoji` package's database, and parts of speech from NLTK's own
+`PerceptronTagger` on the English averaged-perceptron model that `nltk.pos_tag` uses, shipped in
+`nltk_data/taggers/` beside this module (its source and MIT license: the LICENSE.txt there). Imported for its
+side effect: registration in `registry.REGISTRY`.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
 
 from cascade_cli.verifiers.instruction import text as measure
 from cascade_cli.verifiers.instruction.registry import instruction
@@ -73,9 +80,11 @@ def _is_emoji(char: str) -> bool:
 
 @instruction("format:emoji")
 def emoji_per_sentence(text: str) -> bool:
-    """Every Punkt sentence ends with an emoji (its last or second-last character once ASCII punctuation is
-    dropped), or the next sentence starts with one (Punkt often puts a trailing emoji there)."""
-    sentences = [sentence.translate(measure.DROP_PUNCTUATION).strip() for sentence in measure.split_sentences(text)]
+    """Every sentence ends with an emoji (its last or second-last character once ASCII punctuation is
+    dropped), or the next sentence starts with one (the splitter puts an emoji written after the period there)."""
+    sentences = [
+        sentence.translate(measure.DROP_PUNCTUATION).strip() for sentence in measure.split_sentences_by_rules(text)
+    ]
     for position, sentence in enumerate(sentences):
         if not sentence:
             return False
@@ -87,3 +96,27 @@ def emoji_per_sentence(text: str) -> bool:
         if not following or not _is_emoji(following[0]):
             return False
     return True
+
+
+TAGGER_DIR = Path(__file__).resolve().parent / "nltk_data" / "taggers" / "averaged_perceptron_tagger_eng"
+
+
+@lru_cache(maxsize=1)
+def english_tagger() -> Any:
+    """NLTK's `PerceptronTagger` with the shipped English model (what `nltk.pos_tag` loads, no download)."""
+    from nltk.tag.perceptron import PerceptronTagger
+
+    tagger = PerceptronTagger(load=False)
+    files = (f"averaged_perceptron_tagger_eng.{part}.json" for part in ("weights", "tagdict", "classes"))
+    tagger.decode_json_params(json.loads((TAGGER_DIR / name).read_text(encoding="utf-8")) for name in files)
+    return tagger
+
+
+@instruction("words:start_verb")
+def starts_with_verb(text: str) -> bool:
+    """The first of NLTK's word tokens is tagged as a verb (`VB`, `VBD`, `VBG`, `VBN`, `VBP`, `VBZ`).
+
+    As the reference, the whole response is tagged: a token's tag depends on the words around it.
+    """
+    tokens = measure.word_tokens(text)
+    return bool(tokens) and "VB" in english_tagger().tag(tokens)[0][1]

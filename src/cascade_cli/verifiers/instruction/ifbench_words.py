@@ -1,5 +1,5 @@
 """IFBench's out-of-distribution constraints on counts, ratios, words and sentences (`count:*`, `ratio:*`,
-`words:*`, `sentence:*`). These split sentences with Punkt (`nltk.sent_tokenize`). Imported for its side
+`words:*`, `sentence:*`). These split sentences by IFEval's rules (see ifbench.py). Imported for its side
 effect: registration in `registry.REGISTRY`.
 """
 
@@ -29,7 +29,7 @@ def unique_word_count(text: str, *, N: int) -> bool:  # noqa: N803
 
 
 def _sentence_endings(text: str) -> Counter[str]:
-    return Counter(sentence[-1] for sentence in measure.split_sentences(text) if sentence)
+    return Counter(sentence[-1] for sentence in measure.split_sentences_by_rules(text) if sentence)
 
 
 @instruction("ratio:sentence_type")
@@ -118,7 +118,7 @@ def consonant_clusters(text: str) -> bool:
 def alliteration_increment(text: str) -> bool:
     """Each sentence has a longer run of alliterating words than the one before."""
     previous = -1
-    for sentence in measure.split_sentences(text):
+    for sentence in measure.split_sentences_by_rules(text):
         words = [word.lstrip(measure.PUNCTUATION + " ") for word in sentence.lower().split()]
         words = [word for word in words if word]
         run, linked = 0, False
@@ -170,7 +170,7 @@ def word_per_line(text: str) -> bool:
 
 @instruction("ratio:sentence_words")
 def three_equal_length_sentences(text: str) -> bool:
-    sentences = measure.split_sentences(text)
+    sentences = measure.split_sentences_by_rules(text)
     return len(sentences) == 3 and len({len(sentence.strip()) for sentence in sentences}) == 1
 
 
@@ -196,7 +196,7 @@ def limited_repeats(text: str, *, small_n: int) -> bool:
 
 @instruction("sentence:keyword", word="str", N="int")
 def keyword_in_nth_sentence(text: str, *, word: str, N: int) -> bool:  # noqa: N803
-    sentences = measure.split_sentences(text)
+    sentences = measure.split_sentences_by_rules(text)
     if N < 1 or len(sentences) < N:
         return False
     return bool(re.search(r"\b" + re.escape(word) + r"\b", sentences[N - 1], re.IGNORECASE))
@@ -222,7 +222,7 @@ def pronoun_count(text: str, *, N: int) -> bool:  # noqa: N803
 
 @instruction("words:last_first")
 def last_word_starts_next(text: str) -> bool:
-    sentences = measure.split_sentences(text)
+    sentences = measure.split_sentences_by_rules(text)
     for current, following in zip(sentences, sentences[1:], strict=False):
         last = current.rstrip(measure.PUNCTUATION + " ").split()
         first = following.lstrip(measure.PUNCTUATION + " ").split()
@@ -245,7 +245,7 @@ def incrementing_word_count(text: str, *, small_n: int) -> bool:
     """Each sentence has exactly `small_n` more words than the previous one."""
     counts = [
         len(sentence.translate(measure.DROP_PUNCTUATION).split())
-        for sentence in measure.split_sentences(text)
+        for sentence in measure.split_sentences_by_rules(text)
     ]
     return all(b == a + small_n for a, b in zip(counts, counts[1:], strict=False))
 
@@ -270,8 +270,8 @@ def keywords_multiple(
 
 @instruction("words:keywords_specific_position", keyword="first_str", n="int", m="int")
 def keyword_at_position(text: str, *, keyword: str, n: int, m: int) -> bool:
-    """`keyword` is word `m` of sentence `n` (Punkt sentences; NLTK tokens without punctuation-only ones)."""
-    sentences = measure.split_sentences(text)
+    """`keyword` is word `m` of sentence `n` (rule-split sentences; NLTK tokens without punctuation-only ones)."""
+    sentences = measure.split_sentences_by_rules(text)
     if n < 1 or m < 1 or len(sentences) < n:
         return False
     words = [token for token in measure.word_tokens(sentences[n - 1]) if any(ch.isalnum() for ch in token)]
