@@ -26,6 +26,7 @@ import hashlib
 import json
 import logging
 import os
+import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,6 +145,10 @@ def quiet_logs() -> None:
     unless the user chose a level (`VLLM_LOGGING_LEVEL=INFO` shows everything again)."""
     level = os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     logging.getLogger("vllm").setLevel(level.upper())
+    if level.upper() != "ERROR":
+        return
+    # vLLM's import touches deprecated torch.distributed names; the user can do nothing about it.
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"vllm\.")
 
 
 def acquire(model_dir: str | Path, *, dtype: str, max_model_len: int | None, device: str, seed: int,
