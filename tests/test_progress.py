@@ -88,3 +88,19 @@ def test_line_per_update_prints_every_step_in_a_log(tmp_path):
         "if_rl: step 3/3 (100%)",  # the end line
     ], lines
     assert steps[2].endswith("reward 0.1") and "ETA" in steps[2]
+
+
+def test_a_recipe_run_in_a_log_prints_a_line_per_evaluated_benchmark(tmp_path):
+    """`recipe run` evaluates the starting model and each stage: each evaluation shows its benchmarks in a log
+    (a full benchmark pass takes minutes, and a log that says nothing meanwhile looks hung)."""
+    recipe = tmp_path / "eval_only.yaml"
+    recipe.write_text(
+        f"name: eval_only\nmodel: tiny\nrun_dir: {tmp_path / 'run'}\n"
+        "stages:\n  data:\n    kind: prepare_data\n    source: tiny:math\n    n: 4\n"
+        "eval:\n  after_each_stage: true\n  benchmarks: [tiny_math, tiny_if]\n  k: 1\n  limit: 2\n  max_tokens: 8\n  backend: hf\n"
+    )
+    log = run_logged(["-m", "cascade_cli", "recipe", "run", recipe], tmp_path / "run.log", seconds="60")
+    lines = [line for line in log.splitlines() if line.startswith("eval base: benchmark ")]
+    assert lines and lines[0].startswith("eval base: benchmark 0/2 (0%)"), log
+    assert any("tiny_math: generating + scoring 2 problems" in line for line in lines), lines
+    assert lines[-1].startswith("eval base: benchmark 2/2 (100%)") and lines[-1].endswith("tiny_if: done"), lines

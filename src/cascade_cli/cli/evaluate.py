@@ -57,7 +57,7 @@ def eval_command(
     --out runs/tiny/eval/math_rl[/]
     """
     from cascade_cli.config.build import build_stage_config
-    from cascade_cli.evaluation.run import evaluate_checkpoint, score_responses
+    from cascade_cli.evaluation.run import evaluate_checkpoint, reporting_to, score_responses
 
     settings = build_stage_config(EvalSettings, given(values), [], where="eval")
     if responses is not None:
@@ -75,17 +75,11 @@ def eval_command(
             raise CascadeUsageError("--model CKPT is required (or --responses FILE to score given responses)")
         out = files.output_dir(out or Path("runs") / "eval" / model.name)
         names = [name for name in (benchmarks or "").split(",") if name.strip()] + ([1] if benchmark_file else [])
-        with Progress("eval", len(names) or None, unit="benchmark", note=f"loading {model}") as bar:
-
-            def report(name: str, done: int, total: int) -> None:
-                if done < total:
-                    bar.update(note=f"{name}: generating + scoring {total} problems")
-                else:
-                    bar.advance(note=f"{name}: done")
-
+        with Progress("eval", len(names) or None, unit="benchmark", note=f"loading {model}",
+                      line_per_update=True) as bar:
             results = evaluate_checkpoint(
                 model, benchmarks or [], settings, out_dir=out, benchmark_file=benchmark_file, domain=domain,
-                progress=report,
+                progress=reporting_to(bar),
             )
         _print_eval_table(results, f"{model} ({results['settings']['backend_used']})")
     console.print(f"results: {out / 'results.json'}  samples: {out / 'samples.jsonl'}")

@@ -20,6 +20,7 @@ from cascade_cli.evaluation.benchmarks import Benchmark, resolve_benchmarks
 from cascade_cli.evaluation.responses import match_responses, self_labelled_records
 from cascade_cli.evaluation.scoring import score_benchmark
 from cascade_cli.jsonl import write_jsonl
+from cascade_cli.progress import Progress as ProgressBar
 from cascade_cli.records import rollout_record
 from cascade_cli.verifiers import known_domains
 from cascade_cli.verifiers.batch import verifier_problem
@@ -209,8 +210,24 @@ def score_responses(
     return output
 
 
+def reporting_to(bar: ProgressBar) -> Progress:
+    """The `progress` callback that shows each benchmark on `bar` (a line per benchmark in a log)."""
+
+    def report(name: str, done: int, total: int) -> None:
+        if done < total:
+            bar.update(note=f"{name}: generating + scoring {total} problems")
+        else:
+            bar.advance(note=f"{name}: done")
+
+    return report
+
+
 def evaluate_stage(run_dir: str | Path, stage: str, model_dir: str | Path, config: Any) -> dict[str, Any]:
     """The recipe hook: evaluate a stage's checkpoint with an `EvalConfig` into RUN_DIR/eval/STAGE/."""
     from cascade_cli.evaluation.report import stage_eval_dir
 
-    return evaluate_checkpoint(model_dir, list(config.benchmarks), config, out_dir=stage_eval_dir(run_dir, stage))
+    benchmarks = list(config.benchmarks)
+    with ProgressBar(f"eval {stage}", len(benchmarks), unit="benchmark", note=f"loading {model_dir}",
+                     line_per_update=True) as bar:
+        return evaluate_checkpoint(model_dir, benchmarks, config, out_dir=stage_eval_dir(run_dir, stage),
+                                   progress=reporting_to(bar))
