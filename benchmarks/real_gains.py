@@ -3,7 +3,7 @@
 Runs `cascade recipe run RECIPE seed=S run_dir=OUT/seedS` once per seed, evaluating the starting model and
 every stage's checkpoint on the whole of each benchmark (no limit), greedy (temperature 0, k = 1), then reads
 the recipe's own outputs: RUN/eval/<stage>/samples.jsonl (one verdict per problem) and each stage's
-cascade_stage.json (metrics and wall time). Prints and writes OUT/gains.md and OUT/gains.json:
+cascade_stage.json (metrics and wall time). Prints and writes OUT/gains.md and OUT/gains.json, and plots OUT/gains.png:
 
 - stage x benchmark: the headline score (IFEval prompt-level strict; accuracy / pass@1 otherwise) with a 95%
   bootstrap interval over problems, and the change from the stage before with a paired bootstrap interval
@@ -170,6 +170,34 @@ def render(tables: dict[int, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def plot(tables: dict[int, dict[str, Any]], path: Path, title: str) -> None:
+    """One panel per benchmark: each seed's score after each evaluated stage, with its 95% interval."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = sorted({name for table in tables.values() for name in table["benchmarks"]})
+    figure, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.4), squeeze=False)
+    for axis, name in zip(axes[0], names, strict=True):
+        for offset, (seed, table) in enumerate(tables.items()):
+            rows = table["benchmarks"].get(name, [])
+            x = [index + 0.08 * offset for index in range(len(rows))]
+            y = [row["score"] for row in rows]
+            errors = [[row["score"] - row["ci"][0] for row in rows], [row["ci"][1] - row["score"] for row in rows]]
+            axis.errorbar(x, y, yerr=errors, marker="o", capsize=3, label=f"seed {seed}")
+        stages = max((table["stages"] for table in tables.values()), key=len)
+        axis.set_xticks(range(len(stages)), stages)
+        axis.set_title(name)
+        axis.set_ylabel("score (%)")
+        axis.grid(axis="y", alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    figure.suptitle(title, fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--recipe", default="recipes/smol.yaml")
@@ -187,12 +215,15 @@ def main() -> None:
             if seed != args.seeds[0] and not args.no_shared_base:
                 share_base_evaluation(args.out / f"seed{args.seeds[0]}", args.out / f"seed{seed}")
             run_seed(args.recipe, seed, args.out, args.max_tokens, args.overrides)
-    tables = {seed: seed_table(args.out / f"seed{seed}") for seed in args.seeds}
+    # A seed whose run has not started yet (--report-only while it runs) is left out.
+    tables = {seed: seed_table(args.out / f"seed{seed}") for seed in args.seeds
+              if (args.out / f"seed{seed}" / "run.json").is_file()}
     text = f"# {args.recipe}: greedy (k = 1), 95% bootstrap intervals over problems\n\n" + render(tables)
     (args.out / "gains.md").write_text(text)
     (args.out / "gains.json").write_text(json.dumps(tables, indent=2) + "\n")
+    plot(tables, args.out / "gains.png", f"{args.recipe}: greedy, 95% bootstrap intervals over problems")
     print(text)
-    print(f"wrote {args.out}/gains.md and gains.json ({time.perf_counter() - began:.0f} s)")
+    print(f"wrote {args.out}/gains.md, gains.json and gains.png ({time.perf_counter() - began:.0f} s)")
 
 
 if __name__ == "__main__":

@@ -104,3 +104,20 @@ def test_shortened_smol_run_on_the_real_model(cli, tmp_path: Path, smol_model: P
     ifeval = table["benchmarks"]["ifeval"]
     assert ifeval[0]["n"] == 2 and ifeval[1]["ci"][0] <= ifeval[1]["score"] <= ifeval[1]["ci"][1]
     assert "delta" in ifeval[1] and "heldout_accuracy" in table["facts"]["rm"]
+    real_gains.plot({0: table}, tmp_path / "gains.png", "shortened smol")
+    assert (tmp_path / "gains.png").stat().st_size > 10_000
+
+
+def test_real_gains_plots_every_benchmark_and_seed(tmp_path: Path):
+    def rows(scores: list[float]) -> list[dict]:
+        return [{"stage": stage, "n": 541, "score": score, "ci": [score - 3, score + 3]}
+                for stage, score in zip(["base", "if_rl"], scores, strict=True)]
+
+    tables = {seed: {"stages": ["base", "if_rl"], "benchmarks": {"ifeval": rows([17.9, 20.0 + seed]),
+                                                                 "ifbench": rows([10.7, 11.0])}}
+              for seed in (0, 1)}
+    real_gains.plot(tables, tmp_path / "gains.png", "smol-if")
+    from PIL import Image
+
+    with Image.open(tmp_path / "gains.png") as image:
+        assert image.width > 2 * image.height  # two panels side by side
