@@ -207,10 +207,15 @@ def main() -> None:
     parser.add_argument("--report-only", action="store_true", help="read the runs already in --out")
     parser.add_argument("--no-shared-base", action="store_true",
                         help="evaluate the base model in every seed's run (default: once, in the first seed's)")
+    parser.add_argument("--base-from", type=Path, metavar="RUN_DIR",
+                        help="share the base evaluation of another run of this model with the same eval settings "
+                             "(a variant of the recipe: `--out runs/variant --base-from runs/real/seed0`)")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
     began = time.perf_counter()
     if not args.report_only:
+        if args.base_from:
+            share_base_evaluation(args.base_from, args.out / f"seed{args.seeds[0]}")
         for seed in args.seeds:
             if seed != args.seeds[0] and not args.no_shared_base:
                 share_base_evaluation(args.out / f"seed{args.seeds[0]}", args.out / f"seed{seed}")
