@@ -5,6 +5,8 @@ every stage's checkpoint on the whole of each benchmark (no limit), greedy (temp
 the recipe's own outputs: RUN/eval/<stage>/samples.jsonl (one verdict per problem) and each stage's
 cascade_stage.json (metrics and wall time). Prints and writes OUT/gains.md and OUT/gains.json, and plots OUT/gains.png:
 
+- stage x benchmark: the median response length in words beside each score (a score can rise because
+  answers shrank: `benchmarks/if_breakdown.py` shows where an IF gain comes from);
 - stage x benchmark: the headline score (IFEval prompt-level strict; accuracy / pass@1 otherwise) with a 95%
   bootstrap interval over problems, and the change from the stage before with a paired bootstrap interval
   (the same resampled problems on both sides);
@@ -26,6 +28,7 @@ import json
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -86,6 +89,16 @@ def per_problem(samples: Path) -> dict[str, dict[str, float]]:
     return {name: {pid: sum(v) / len(v) for pid, v in problems.items()} for name, problems in scores.items()}
 
 
+def median_words(samples: Path) -> dict[str, float]:
+    """benchmark -> the median length of its responses in words (a score can rise because answers shrank)."""
+    lengths: dict[str, list[int]] = {}
+    for line in samples.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            lengths.setdefault(row["benchmark"], []).append(len(str(row.get("response", "")).split()))
+    return {name: statistics.median(values) for name, values in lengths.items()}
+
+
 def bootstrap(values: list[float], paired: list[float] | None = None, seed: int = 0) -> tuple[float, float, float]:
     """(mean, low, high) in points of the mean of `values` (minus `paired`, problem by problem), 95% interval."""
     diffs = values if paired is None else [a - b for a, b in zip(values, paired, strict=True)]
@@ -119,6 +132,7 @@ def stage_facts(run_dir: Path, stage: str) -> dict[str, Any]:
 def seed_table(run_dir: Path) -> dict[str, Any]:
     every, stages = stage_order(run_dir)
     scores = {stage: per_problem(run_dir / "eval" / stage / "samples.jsonl") for stage in stages}
+    words = {stage: median_words(run_dir / "eval" / stage / "samples.jsonl") for stage in stages}
     table: dict[str, Any] = {"stages": stages, "benchmarks": {}, "eval_seconds": {},
                              "facts": {stage: stage_facts(run_dir, stage) for stage in every}}  # fmt: skip
     for stage in stages:
@@ -130,7 +144,7 @@ def seed_table(run_dir: Path) -> dict[str, Any]:
             problems = scores[stage].get(name, {})
             ids = sorted(problems)
             mean, low, high = bootstrap([problems[i] for i in ids])
-            row = {"stage": stage, "n": len(ids), "score": mean, "ci": [low, high]}
+            row = {"stage": stage, "n": len(ids), "score": mean, "ci": [low, high], "words": words[stage].get(name)}
             if index:
                 before = scores[stages[index - 1]].get(name, {})
                 shared = [i for i in ids if i in before]
@@ -155,6 +169,8 @@ def render(tables: dict[int, dict[str, Any]]) -> str:
                 cell = f"{row['score']:.1f} [{row['ci'][0]:.1f}, {row['ci'][1]:.1f}]"
                 if "delta" in row:
                     cell += f" ({row['delta']:+.1f} [{row['delta_ci'][0]:+.1f}, {row['delta_ci'][1]:+.1f}])"
+                if row.get("words") is not None:
+                    cell += f", {row['words']:.0f} words"
                 cells.append(cell)
             facts = table["facts"].get(stage, {})
             seconds = facts.get("seconds")
@@ -178,15 +194,25 @@ def plot(tables: dict[int, dict[str, Any]], path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     names = sorted({name for table in tables.values() for name in table["benchmarks"]})
-    figure, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.4), squeeze=False)
-    for axis, name in zip(axes[0], names, strict=True):
+    figure, axes = plt.subplots(1, len(names) + 1, figsize=(4.2 * (len(names) + 1), 3.4), squeeze=False)
+    stages = max((table["stages"] for table in tables.values()), key=len)
+    words_axis = axes[0][-1]
+    for offset, (seed, table) in enumerate(tables.items()):
+        for name in names:
+            rows = table["benchmarks"].get(name, [])
+            x = [index + 0.08 * offset for index in range(len(rows))]
+            words_axis.plot(x, [row.get("words") or 0 for row in rows], marker="o", label=f"{name}, seed {seed}")
+    words_axis.set_xticks(range(len(stages)), stages)
+    words_axis.set_title("median response length")
+    words_axis.set_ylabel("words")
+    words_axis.legend(fontsize=7)
+    for axis, name in zip(axes[0], names, strict=False):
         for offset, (seed, table) in enumerate(tables.items()):
             rows = table["benchmarks"].get(name, [])
             x = [index + 0.08 * offset for index in range(len(rows))]
             y = [row["score"] for row in rows]
             errors = [[row["score"] - row["ci"][0] for row in rows], [row["ci"][1] - row["score"] for row in rows]]
             axis.errorbar(x, y, yerr=errors, marker="o", capsize=3, label=f"seed {seed}")
-        stages = max((table["stages"] for table in tables.values()), key=len)
         axis.set_xticks(range(len(stages)), stages)
         axis.set_title(name)
         axis.set_ylabel("score (%)")

@@ -120,4 +120,4 @@ def test_real_gains_plots_every_benchmark_and_seed(tmp_path: Path):
     from PIL import Image
 
     with Image.open(tmp_path / "gains.png") as image:
-        assert image.width > 2 * image.height  # two panels side by side
+        assert image.width > 3 * image.height  # two benchmarks and the response lengths side by side
