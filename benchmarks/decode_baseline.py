@@ -8,6 +8,7 @@ benchmarks/decode_loop.py and the reference of tests/test_token_sampling.py; not
 
 from __future__ import annotations
 
+import types
 from typing import Any
 
 import torch
@@ -19,28 +20,16 @@ from cascade_cli.engines.local.fast_attention import (
     cached_forward,
     left_pad,
 )
-from cascade_cli.engines.local.generation import DEFAULT_STOP, Completion, Sampling, _stop_token_ids
+from cascade_cli.engines.local.generation import Completion, Sampling, _stop_token_ids
 
 
-def generate(
-    self: Any,
-    prompts: list[str],
-    n: int = 1,
-    max_new_tokens: int = 256,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    top_k: int = -1,
-    stop: list[str] | tuple[str, ...] | None = DEFAULT_STOP,
-    logprobs: bool = False,
-) -> list[list[Completion]]:
-    """`Generator.generate` of an hf generator, through the old loop (the same chunking and autocast)."""
-    spec = Sampling(n, max_new_tokens, temperature, top_p, top_k, list(stop or ()), logprobs)
-    per_chunk = max(1, self.max_batch_size // n)
-    results: list[Completion] = []
-    with torch.autocast(self.device.split(":")[0], dtype=torch.bfloat16, enabled=self.bf16):
-        for start in range(0, len(prompts), per_chunk):
-            results.extend(generate_hf(self, prompts[start : start + per_chunk], spec))
-    return [results[i * n : (i + 1) * n] for i in range(len(prompts))]
+def generate(self: Any, prompts: list[str], **kwargs: Any) -> list[list[Completion]]:
+    """`self.generate(prompts, **kwargs)` of an hf `Generator`, its loop swapped for this one for the call."""
+    self._generate_hf = types.MethodType(generate_hf, self)
+    try:
+        return self.generate(prompts, **kwargs)
+    finally:
+        del self._generate_hf
 
 
 def _sample(

@@ -65,9 +65,15 @@ class TokenSampler:
     """Samples one token per row of `logits` [B, V] (any float dtype); temperature <= 0 is greedy."""
 
     def __init__(
-        self, temperature: float, top_p: float = 1.0, top_k: int = -1, generator: torch.Generator | None = None
+        self,
+        temperature: float,
+        top_p: float = 1.0,
+        top_k: int = -1,
+        generator: torch.Generator | None = None,
+        draws: int | None = None,
     ) -> None:
         self.temperature, self.top_p, self.top_k, self.generator = temperature, top_p, top_k, generator
+        self.draws = draws  # rejection draws per row and step (None: `draws_per_row` for the device)
         self.scratch = Scratch()
 
     def __call__(self, logits: torch.Tensor) -> torch.Tensor:
@@ -85,7 +91,7 @@ class TokenSampler:
         probs = self._probs(logits)
         if self.top_p >= 1.0:
             return Draw(_inverse_cdf(probs, self._uniform(logits, 1))[:, 0])
-        return self._draw_nucleus(logits, probs, draws_per_row(logits.device))
+        return self._draw_nucleus(logits, probs, self.draws or draws_per_row(logits.device))
 
     def resolve(self, logits: torch.Tensor, draw: Draw) -> torch.Tensor:
         """`draw.tokens` with its open rows settled: new rejection rounds on those rows, then the sort."""
@@ -115,19 +121,21 @@ class TokenSampler:
         return Draw(_pick_in_nucleus(probs, ids, self.top_p, self._uniform(logits, 1)), tie)
 
     def _draw_nucleus(self, logits: torch.Tensor, probs: torch.Tensor, draws: int) -> Draw:
-        rows, vocab = logits.shape
         candidates = _inverse_cdf(probs, self._uniform(logits, draws))  # [B, draws]
-        threshold = logits.gather(-1, candidates)[:, :, None]
-        # The mass ranked above a draw: higher logits, and equal logits at lower token ids (the stable sort).
-        higher = self.scratch.get("higher", (rows, draws, vocab), probs.dtype, probs.device)
-        torch.gt(logits[:, None, :], threshold, out=higher)
-        mass = higher.mul_(probs[:, None, :]).sum(dim=-1)
-        tied = self.scratch.get("tied", (rows, draws, vocab), probs.dtype, probs.device)
-        torch.eq(logits[:, None, :], threshold, out=tied)
-        mass += _count_before(tied, candidates) * probs.gather(-1, candidates)
-        accepted = mass < self.top_p
+        above = [self._mass_ranked_above(logits, probs, candidates[:, d]) for d in range(draws)]
+        accepted = torch.stack(above, dim=-1) < self.top_p  # the draw is inside the nucleus
         first = accepted.to(torch.uint8).argmax(dim=-1, keepdim=True)  # the first accepted (0 when none)
         return Draw(candidates.gather(-1, first).squeeze(-1), ~accepted.any(dim=-1))
+
+    def _mass_ranked_above(self, logits: torch.Tensor, probs: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        """Per row, the probability of the tokens ranked above `tokens` [B] in the stable descending order:
+        higher logits, and equal logits at lower token ids."""
+        threshold = logits.gather(-1, tokens[:, None])
+        higher = self.scratch.get("higher", tuple(logits.shape), probs.dtype, probs.device)
+        mass = torch.gt(logits, threshold, out=higher).mul_(probs).sum(dim=-1)
+        tied = self.scratch.get("tied", tuple(logits.shape), probs.dtype, probs.device)
+        torch.eq(logits, threshold, out=tied)
+        return mass + _count_before(tied, tokens) * probs.gather(-1, tokens[:, None]).squeeze(-1)
 
     def _probs(self, logits: torch.Tensor) -> torch.Tensor:
         """float32 probabilities at this temperature, in a reused buffer (scaled as the definition does)."""
@@ -179,15 +187,15 @@ def _inverse_cdf(probs: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
 
 
 def _count_before(flags: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """Per [B, R] row of `flags` [B, R, V] (0/1 floats), how many are set before position `index` [B, R]."""
-    rows, draws, vocab = flags.shape
+    """Per row of `flags` [B, V] (0/1 floats), how many are set before position `index` [B]."""
+    rows, vocab = flags.shape
     block = _block_size(vocab)
-    grid = flags.view(rows, draws, vocab // block, block)
+    grid = flags.view(rows, vocab // block, block)
     per_block = grid.sum(dim=-1)
-    earlier_blocks = (per_block.cumsum(dim=-1) - per_block).gather(-1, (index // block)[..., None])
-    inside = grid.gather(2, (index // block)[..., None, None].expand(-1, -1, 1, block)).squeeze(2)
-    earlier_inside = inside * (torch.arange(block, device=flags.device) < (index % block)[..., None])
-    return earlier_blocks.squeeze(-1) + earlier_inside.sum(dim=-1)
+    earlier_blocks = (per_block.cumsum(dim=-1) - per_block).gather(-1, (index // block)[:, None]).squeeze(-1)
+    inside = grid.gather(1, (index // block)[:, None, None].expand(-1, 1, block)).squeeze(1)  # [B, block]
+    earlier_inside = inside * (torch.arange(block, device=flags.device) < (index % block)[:, None])
+    return earlier_blocks + earlier_inside.sum(dim=-1)
 
 
 def _stable_order(values: torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
