@@ -66,7 +66,6 @@ def generate_hf(gen: Generator, prompts: list[str], spec: Sampling) -> list[Comp
     input_ids, prompt_mask = (t.to(device) for t in left_pad(encoded, gen.pad_id))
     width = input_ids.shape[1]
     positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
-    stop_tensor = torch.tensor(stop_ids or [-1], device=device)
 
     was_training = model.training
     model.eval()
@@ -92,7 +91,7 @@ def generate_hf(gen: Generator, prompts: list[str], spec: Sampling) -> list[Comp
     next_position = positions[:, -1:] + 1
     sampler = TokenSampler(spec.temperature, spec.top_p, spec.top_k, gen.rng)
     head = DecodeHead(model)
-    matcher = StopMatcher(tokenizer, stop_strings, logits.shape[-1], logits.device) if stop_strings else None
+    stops = Stops(tokenizer, stop_ids, stop_strings, gen.pad_id, logits)
     # Per original row: the tokens, how many count, stopped or not, each token's log-probability.
     generated = torch.full((batch, max_new_tokens), gen.pad_id, dtype=torch.long, device=device)
     lengths = torch.zeros(batch, dtype=torch.long, device=device)
@@ -101,16 +100,14 @@ def generate_hf(gen: Generator, prompts: list[str], spec: Sampling) -> list[Comp
     # Per live row: its original row, finished or not, its stop strings' match states.
     live = torch.arange(batch, device=device)
     done = torch.zeros(batch, dtype=torch.bool, device=device)
-    match_state = matcher.start(batch) if matcher else None
+    match_state = stops.start(batch)
     for step in range(max_new_tokens):
         draw = sampler.draw(logits)
-        token, hit, now_done, next_match = _step_outcome(draw.tokens, done, gen.pad_id, stop_tensor, matcher,
-                                                         match_state)  # fmt: skip
+        token, hit, now_done, next_match = stops.outcome(draw.tokens, done, match_state)
         counts = [now_done.sum()] + ([] if draw.unresolved is None else [draw.unresolved.sum()])
         n_done, *n_open = torch.stack(counts).tolist()  # the step's one host read
         if n_open and n_open[0]:  # rare: a top-k tie, or every rejection draw refused
-            token, hit, now_done, next_match = _step_outcome(sampler.resolve(logits, draw), done, gen.pad_id,
-                                                             stop_tensor, matcher, match_state)  # fmt: skip
+            token, hit, now_done, next_match = stops.outcome(sampler.resolve(logits, draw), done, match_state)
             n_done = int(now_done.sum())
         generated[live, step] = token
         lengths[live] += (~done).long()
@@ -138,23 +135,31 @@ def generate_hf(gen: Generator, prompts: list[str], spec: Sampling) -> list[Comp
                         stop_strings)  # fmt: skip
 
 
-def _step_outcome(
-    sampled: torch.Tensor,
-    done: torch.Tensor,
-    pad_id: int,
-    stop_tensor: torch.Tensor,
-    matcher: StopMatcher | None,
-    match_state: torch.Tensor | None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """(token, stop hit, done after this step, next match states) for the live rows: finished rows emit pad."""
-    token = torch.where(done, torch.full_like(sampled, pad_id), sampled)
-    hit = torch.isin(token, stop_tensor)
-    next_match = None
-    if matcher is not None:
-        string_hit, next_match = matcher.advance(match_state, token)
-        hit |= string_hit
-    hit &= ~done
-    return token, hit, done | hit, next_match
+class Stops:
+    """Which rows a step's tokens finish: the stop token ids, and the stop strings' automata (per live row,
+    a match state for each string)."""
+
+    def __init__(self, tokenizer: Any, stop_ids: list[int], stop_strings: list[str], pad_id: int,
+                 logits: torch.Tensor) -> None:  # fmt: skip
+        self.ids = torch.tensor(stop_ids or [-1], device=logits.device)
+        self.pad_id = pad_id
+        self.matcher = StopMatcher(tokenizer, stop_strings, logits.shape[-1], logits.device) if stop_strings else None
+
+    def start(self, rows: int) -> torch.Tensor | None:
+        return None if self.matcher is None else self.matcher.start(rows)
+
+    def outcome(
+        self, sampled: torch.Tensor, done: torch.Tensor, match_state: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """(token, stop hit, done after this step, next match states); finished rows emit pad."""
+        token = torch.where(done, torch.full_like(sampled, self.pad_id), sampled)
+        hit = torch.isin(token, self.ids)
+        next_match = None
+        if self.matcher is not None:
+            string_hit, next_match = self.matcher.advance(match_state, token)
+            hit |= string_hit
+        hit &= ~done
+        return token, hit, done | hit, next_match
 
 
 def _logprobs(logits: torch.Tensor, token: torch.Tensor, scratch: Scratch) -> torch.Tensor:
