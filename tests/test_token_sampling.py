@@ -231,3 +231,20 @@ def test_sampled_loop_matches_the_previous_loop_in_distribution(tiny_dir):
         groups = generate([PROMPTS[0]] * 10, n=200, max_new_tokens=1, temperature=1.0, top_p=0.9)
         first = torch.tensor([c.token_ids[0] for group in groups for c in group])
         assert chi_square_p(torch.bincount(first, minlength=len(logits)), expected) > 1e-3
+
+
+def test_a_top_k_tie_in_the_loop_is_settled_exactly(tiny_dir):
+    """A head of zeros: every logit ties, so top-k 5 keeps the whole vocabulary (ties included) and top-p 0.5
+    then keeps its lower half by token id. Every row's draw is open; the loop must settle it (a loop that kept
+    the fast path's 5 tokens fails the test)."""
+    from cascade_cli.engines.local.generation import Generator
+
+    generator = Generator(tiny_dir, backend="hf", dtype="float32", seed=0)
+    head = generator.model.get_output_embeddings()
+    head.weight = torch.nn.Parameter(torch.zeros_like(head.weight))  # untied from the embeddings
+    vocab = head.weight.shape[0]
+    groups = generator.generate([PROMPTS[0]] * 8, n=250, max_new_tokens=1, temperature=1.0, top_p=0.5, top_k=5)
+    first = torch.tensor([c.token_ids[0] for group in groups for c in group])
+    expected = reference_probs(torch.zeros(vocab), 1.0, 0.5, 5)
+    assert int((expected > 0).sum()) == vocab // 2
+    assert chi_square_p(torch.bincount(first, minlength=vocab), expected) > 1e-3
