@@ -1,6 +1,7 @@
 """The hf decode loop and sampler as they were before the sort-free sampler (main at c622962,
 engines/local/generation.py: `_sample`, `Generator._generate_hf`, `Generator._stop_string_hits`), kept verbatim
-but for the two methods becoming functions of the generator (`self`). The before side of
+but for the two methods becoming functions of the generator (`self`) and the per-call set-up and output that
+both loops share (`prefill`, `completion` of engines/local/hf_decode.py: outside the decode steps measured). The before side of
 benchmarks/decode_loop.py and the reference of tests/test_token_sampling.py; not used by cascade itself.
 
     groups = generate(generator, prompts, n=8, max_new_tokens=64, temperature=1.0, top_p=0.95)
@@ -13,14 +14,9 @@ from typing import Any
 
 import torch
 
-from cascade_cli.engines.local.fast_attention import (
-    GQA_SDPA,
-    PreallocatedKVCache,
-    SharedPrompt,
-    cached_forward,
-    left_pad,
-)
+from cascade_cli.engines.local.fast_attention import cached_forward
 from cascade_cli.engines.local.generation import Completion, Sampling, _stop_token_ids
+from cascade_cli.engines.local.hf_decode import completion, prefill
 
 
 def generate(self: Any, prompts: list[str], **kwargs: Any) -> list[list[Completion]]:
@@ -64,36 +60,16 @@ def generate_hf(self: Any, prompts: list[str], spec: Sampling) -> list[Completio
     have finished are dropped from the batch (cache included) once a quarter of the live rows are done.
     """
     tokenizer, model, device = self.tokenizer, self.model, self.device
-    n, max_new_tokens, logprobs = spec.n, spec.max_new_tokens, spec.logprobs
+    max_new_tokens, logprobs = spec.max_new_tokens, spec.logprobs
     stop_ids, stop_strings = _stop_token_ids(tokenizer, spec.stop)
-    encoded = [tokenizer.encode(p, add_special_tokens=False) for p in prompts]
-    input_ids, prompt_mask = (t.to(device) for t in left_pad(encoded, self.pad_id))
-    width = input_ids.shape[1]
-    positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
     stop_tensor = torch.tensor(stop_ids or [-1], device=device)
 
     was_training = model.training
     model.eval()
-    implementation = getattr(model.config, "_attn_implementation", None)
-    shared = self.share_prompt and n > 1 and implementation == GQA_SDPA
-    cache = PreallocatedKVCache(width + (0 if shared else max_new_tokens))
-    prefill = cached_forward(model, input_ids, prompt_mask, positions, cache, logits_to_keep=1)
-    logits = prefill.logits[:, -1].float()
-    extra: dict[str, Any] = {}
-    if shared:  # the prompts' cache stays as it is; the model's cache holds the generated tokens
-        extra["shared_prompt"] = SharedPrompt(cache, prompt_mask, n)
-        cache = PreallocatedKVCache(max_new_tokens)
-    elif n > 1:
-        cache.batch_repeat_interleave(n)
-    if n > 1:
-        logits = logits.repeat_interleave(n, dim=0)
-        prompt_mask = prompt_mask.repeat_interleave(n, dim=0)
-        positions = positions.repeat_interleave(n, dim=0)
-    batch = prompt_mask.shape[0]
-    attention = None if shared else torch.cat(  # a shared prompt masks its own padding
-        [prompt_mask, torch.ones((batch, max_new_tokens), dtype=torch.long, device=device)], 1
-    )
-    next_position = positions[:, -1:] + 1
+    start = prefill(self, prompts, spec)  # the set-up both loops share (the prompts' prefill and the rows)
+    logits, cache, extra, attention, next_position = (start.logits.float(), start.cache, start.extra,
+                                                      start.attention, start.next_position)  # fmt: skip
+    batch, width, shared = len(logits), start.width, "shared_prompt" in extra
     generated = torch.full((batch, max_new_tokens), self.pad_id, dtype=torch.long, device=device)
     lengths = torch.zeros(batch, dtype=torch.long, device=device)
     stopped = torch.zeros(batch, dtype=torch.bool, device=device)
@@ -141,20 +117,8 @@ def generate_hf(self: Any, prompts: list[str], spec: Sampling) -> list[Completio
     )
     for row in range(batch):
         ids = generated_cpu[row][: lengths_cpu[row]]
-        text = tokenizer.decode(ids, skip_special_tokens=True)
-        if stopped_cpu[row]:
-            for stop_string in stop_strings:
-                cut = text.find(stop_string)
-                if cut >= 0:
-                    text = text[:cut]
-        completions.append(
-            Completion(
-                text=text,
-                token_ids=ids,
-                finish_reason="stop" if stopped_cpu[row] else "length",
-                logprob_sum=float(logprob_sums[row]) if logprobs else None,
-            )
-        )
+        logprob_sum = float(logprob_sums[row]) if logprobs else None
+        completions.append(completion(tokenizer, ids, stopped_cpu[row], stop_strings, logprob_sum))
     return completions
 
 

@@ -12,6 +12,7 @@ that fills it takes on CPU.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -60,35 +61,14 @@ class DecodeHead:
 def generate_hf(gen: Generator, prompts: list[str], spec: Sampling) -> list[Completion]:
     """`spec.n` samples of each prompt, flattened in prompt order."""
     tokenizer, model, device = gen.tokenizer, gen.model, gen.device
-    n, max_new_tokens, logprobs = spec.n, spec.max_new_tokens, spec.logprobs
+    max_new_tokens, logprobs = spec.max_new_tokens, spec.logprobs
     stop_ids, stop_strings = _stop_token_ids(tokenizer, spec.stop)
-    encoded = [tokenizer.encode(p, add_special_tokens=False) for p in prompts]
-    input_ids, prompt_mask = (t.to(device) for t in left_pad(encoded, gen.pad_id))
-    width = input_ids.shape[1]
-    positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
-
     was_training = model.training
     model.eval()
-    implementation = getattr(model.config, "_attn_implementation", None)
-    shared = gen.share_prompt and n > 1 and implementation == GQA_SDPA
-    cache = PreallocatedKVCache(width + (0 if shared else max_new_tokens))
-    prefill = cached_forward(model, input_ids, prompt_mask, positions, cache, logits_to_keep=1)
-    logits = prefill.logits[:, -1]
-    extra: dict[str, Any] = {}
-    if shared:  # the prompts' cache stays as it is; the model's cache holds the generated tokens
-        extra["shared_prompt"] = SharedPrompt(cache, prompt_mask, n)
-        cache = PreallocatedKVCache(max_new_tokens)
-    elif n > 1:
-        cache.batch_repeat_interleave(n)
-    if n > 1:
-        logits = logits.repeat_interleave(n, dim=0)
-        prompt_mask = prompt_mask.repeat_interleave(n, dim=0)
-        positions = positions.repeat_interleave(n, dim=0)
-    batch = prompt_mask.shape[0]
-    attention = None if shared else torch.cat(  # a shared prompt masks its own padding
-        [prompt_mask, torch.ones((batch, max_new_tokens), dtype=torch.long, device=device)], 1
-    )
-    next_position = positions[:, -1:] + 1
+    start = prefill(gen, prompts, spec)
+    logits, cache, extra, attention, next_position = (start.logits, start.cache, start.extra, start.attention,
+                                                      start.next_position)  # fmt: skip
+    batch, width, shared = len(logits), start.width, "shared_prompt" in extra
     sampler = TokenSampler(spec.temperature, spec.top_p, spec.top_k, gen.rng)
     head = DecodeHead(model)
     stops = Stops(tokenizer, stop_ids, stop_strings, gen.pad_id, logits)
@@ -133,6 +113,48 @@ def generate_hf(gen: Generator, prompts: list[str], spec: Sampling) -> list[Comp
         model.train()
     return _completions(tokenizer, generated, lengths, stopped, token_logprobs if logprobs else None,
                         stop_strings)  # fmt: skip
+
+
+@dataclass
+class Prefilled:
+    """The decode loop's start: every prompt prefilled once, its n rows' first logits [B, V], the KV cache,
+    the attention mask over prompt and generated tokens (None with a shared prompt, which masks its own
+    padding), each row's next position, and the padded prompt width."""
+
+    logits: torch.Tensor
+    cache: PreallocatedKVCache
+    extra: dict[str, Any]  # `shared_prompt` when the n rows of a prompt share its keys and values
+    attention: torch.Tensor | None
+    next_position: torch.Tensor
+    width: int
+
+
+def prefill(gen: Generator, prompts: list[str], spec: Sampling) -> Prefilled:
+    """Prefill each prompt once and lay out `spec.n` rows for it (prompt order), with a cache sized for
+    `spec.max_new_tokens` more."""
+    tokenizer, model, device, n, max_new_tokens = gen.tokenizer, gen.model, gen.device, spec.n, spec.max_new_tokens
+    encoded = [tokenizer.encode(p, add_special_tokens=False) for p in prompts]
+    input_ids, prompt_mask = (t.to(device) for t in left_pad(encoded, gen.pad_id))
+    width = input_ids.shape[1]
+    positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
+    implementation = getattr(model.config, "_attn_implementation", None)
+    shared = gen.share_prompt and n > 1 and implementation == GQA_SDPA
+    cache = PreallocatedKVCache(width + (0 if shared else max_new_tokens))
+    logits = cached_forward(model, input_ids, prompt_mask, positions, cache, logits_to_keep=1).logits[:, -1]
+    extra: dict[str, Any] = {}
+    if shared:  # the prompts' cache stays as it is; the model's cache holds the generated tokens
+        extra["shared_prompt"] = SharedPrompt(cache, prompt_mask, n)
+        cache = PreallocatedKVCache(max_new_tokens)
+    elif n > 1:
+        cache.batch_repeat_interleave(n)
+    if n > 1:
+        logits = logits.repeat_interleave(n, dim=0)
+        prompt_mask = prompt_mask.repeat_interleave(n, dim=0)
+        positions = positions.repeat_interleave(n, dim=0)
+    attention = None if shared else torch.cat(
+        [prompt_mask, torch.ones((len(prompt_mask), max_new_tokens), dtype=torch.long, device=device)], 1
+    )
+    return Prefilled(logits, cache, extra, attention, positions[:, -1:] + 1, width)
 
 
 class Stops:
@@ -188,18 +210,20 @@ def _completions(
             cut = stop_prefix_length(tokenizer, ids, stop_strings)
             if cut is not None and (not finished or cut < len(ids)):
                 ids, finished = ids[:cut], True
-        text = tokenizer.decode(ids, skip_special_tokens=True)
-        if finished:
-            for stop_string in stop_strings:
-                end = text.find(stop_string)
-                if end >= 0:
-                    text = text[:end]
-        completions.append(
-            Completion(
-                text=text,
-                token_ids=ids,
-                finish_reason="stop" if finished else "length",
-                logprob_sum=None if logprob_rows is None else float(sum(logprob_rows[row][: len(ids)])),
-            )
-        )
+        logprob_sum = None if logprob_rows is None else float(sum(logprob_rows[row][: len(ids)]))
+        completions.append(completion(tokenizer, ids, finished, stop_strings, logprob_sum))
     return completions
+
+
+def completion(
+    tokenizer: Any, ids: list[int], finished: bool, stop_strings: list[str], logprob_sum: float | None
+) -> Completion:
+    """A row's `Completion`: its text decoded, cut before the first stop string when it stopped."""
+    text = tokenizer.decode(ids, skip_special_tokens=True)
+    if finished:
+        for stop_string in stop_strings:
+            end = text.find(stop_string)
+            if end >= 0:
+                text = text[:end]
+    return Completion(text=text, token_ids=ids, finish_reason="stop" if finished else "length",
+                      logprob_sum=logprob_sum)  # fmt: skip
