@@ -1,10 +1,11 @@
 """Generated tokens/s for evaluation: vLLM versus transformers `generate` (and the Generator's own hf loop).
 
-Same prompts and sampling for every side (n=8 samples per prompt, temperature 1, top-p 1, up to 256 new
+Same prompts and sampling for every side (n=8 samples per prompt, temperature 1, top-p 1 or --top-p, up to 256 new
 tokens, stop at `<|im_end|>`; random-init models stop at random, so answer lengths vary), on two models:
 the tiny model (`cascade_cli.tiny`, ~1.5M parameters) and a random-init Qwen3 of ~100M parameters with the
 same character tokenizer. Each (model, side) runs in its own child process, one after the other, so no
-side inherits another's threads or caches. The transformers sides run with `--threads` torch threads,
+side inherits another's threads or caches; every side runs on the GPU when there is one, and prints the device
+its model's parameters are on. The transformers sides run with `--threads` torch threads,
 by default the number vLLM's CPU engine gives its own OpenMP pool (all cores but one, which it keeps for its
 scheduler), so both engines compute on the same number of cores. Prints tokens/s (generation only, and end to end with the model
 load / engine start), the ratios, and whether `Generator(backend="auto")` picks the faster backend.
@@ -18,7 +19,7 @@ start is paid once): one batch is an evaluation-sized job, several a stage.
 
     PYTHONPATH=src python benchmarks/eval_generation.py [--prompts 8] [--n 8] [--max-new-tokens 256] [--threads N]
     PYTHONPATH=src python benchmarks/eval_generation.py --model smollm2-135m --threads 2 \
-        --sides vllm,hf_loop,hf_loop_bf16 [--batches 4]
+        --sides vllm,hf_loop,hf_loop_bf16 [--batches 4] [--prompts 32 --max-new-tokens 192 --top-p 0.95]
 """
 
 from __future__ import annotations
@@ -102,6 +103,7 @@ def run_side(
     seed: int,
     threads: int,
     batches: int = 1,
+    top_p: float = 1.0,
 ) -> dict:
     import torch
 
@@ -115,10 +117,11 @@ def run_side(
 
         backend = "vllm" if side == "vllm" else "hf"
         generator = Generator(model_dir, backend=backend, seed=seed, bf16=side == "hf_loop_bf16")
+        device = vllm_device(generator) if side == "vllm" else str(next(generator.model.parameters()).device)
         loaded = time.perf_counter()
         lengths = []
         for _ in range(batches):
-            groups = generator.generate(texts, n=n, max_new_tokens=max_new_tokens, temperature=1.0, top_p=1.0)
+            groups = generator.generate(texts, n=n, max_new_tokens=max_new_tokens, temperature=1.0, top_p=top_p)
             lengths += [len(c.token_ids) for group in groups for c in group]
         done = time.perf_counter()
         generator.close()
@@ -126,10 +129,12 @@ def run_side(
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(model_dir, padding_side="left")
-        model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+        target = "cuda" if torch.cuda.is_available() else "cpu"  # where the Generator sides run
+        model = AutoModelForCausalLM.from_pretrained(model_dir).to(target).eval()
+        device = str(next(model.parameters()).device)
         torch.manual_seed(seed)
         loaded = time.perf_counter()
-        batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
         # the model's own stop ids (generation_config), as vLLM uses them besides the <|im_end|> stop
         stops = model.generation_config.eos_token_id
         stops = set(stops if isinstance(stops, list) else [stops]) | {
@@ -142,7 +147,7 @@ def run_side(
                     **batch,
                     do_sample=True,
                     temperature=1.0,
-                    top_p=1.0,
+                    top_p=top_p,
                     top_k=0,
                     num_return_sequences=n,
                     max_new_tokens=max_new_tokens,
@@ -155,6 +160,7 @@ def run_side(
     tokens = sum(lengths)
     return {
         "side": side,
+        "device": device,
         "tokens": tokens,
         "sequences": len(lengths),
         "mean_len": tokens / max(1, len(lengths)),
@@ -167,11 +173,22 @@ def run_side(
     }
 
 
+def vllm_device(generator: object) -> str:
+    """The device of the engine's model parameters (the configured device where the internals differ)."""
+    engine = generator._llm.llm_engine
+    try:
+        runner = engine.model_executor.driver_worker.worker.model_runner
+        model = runner.get_model() if hasattr(runner, "get_model") else runner.model
+        return str(next(model.parameters()).device)
+    except (AttributeError, StopIteration):
+        return f"{engine.vllm_config.device_config.device} (configured)"
+
+
 def child(side: str, model_dir: Path, args: argparse.Namespace) -> dict | None:
     command = [
         sys.executable, __file__, "--worker", side, "--model", str(model_dir), "--prompts", str(args.prompts),
         "--n", str(args.n), "--max-new-tokens", str(args.max_new_tokens), "--seed", str(args.seed),
-        "--threads", str(args.threads), "--batches", str(args.batches),
+        "--threads", str(args.threads), "--batches", str(args.batches), "--top-p", str(args.top_p),
     ]  # fmt: skip
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
     if side != "vllm" or args.model:
@@ -192,6 +209,7 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=256)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batches", type=int, default=1, help="generate the batch B times on one engine")
+    parser.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling (GRPO's rollouts use 0.95)")
     parser.add_argument("--models", default="tiny,qwen3-100m")
     parser.add_argument("--sides", default=",".join(SIDES))
     parser.add_argument("--timeout", type=int, default=900)
@@ -209,6 +227,7 @@ def main() -> None:
             args.seed,
             args.threads,
             args.batches,
+            args.top_p,
         )
         print(json.dumps(result))
         return
@@ -218,8 +237,8 @@ def main() -> None:
 
     device = "cuda" if _cuda() else "cpu"
     print(
-        f"device {device}; {args.batches} x {args.prompts} prompts x n={args.n}, temperature 1, "
-        f"up to {args.max_new_tokens} tokens"
+        f"target device {device} (each side prints the device of its model's parameters); {args.batches} x "
+        f"{args.prompts} prompts x n={args.n}, temperature 1, top-p {args.top_p}, up to {args.max_new_tokens} tokens"
     )
     with tempfile.TemporaryDirectory() as tmp:
         if args.model:
@@ -239,7 +258,7 @@ def main() -> None:
                     continue
                 results[side] = result
                 print(
-                    f"  {LABELS[side]:34s} {result['gen_tok_s']:9.0f} tok/s generating, "
+                    f"  {LABELS[side]:34s} on {result['device']:6s} {result['gen_tok_s']:9.0f} tok/s generating, "
                     f"{result['total_tok_s']:9.0f} tok/s with load ({result['load_s']:.1f}s load, "
                     f"{result['tokens']} tokens, length {result['min_len']}-{result['max_len']}, "
                     f"mean {result['mean_len']:.0f})"

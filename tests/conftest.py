@@ -52,3 +52,15 @@ def smollm2_dir() -> Path:
     from cascade_cli.tiny import resolve_model
 
     return resolve_model("smollm2-135m")
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One torch thread for a module: two cores shared by many processes, where OpenMP's spin-waits cost more
+    than a second thread gains."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

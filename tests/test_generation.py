@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from cascade_cli.chat import render_prompt
-from cascade_cli.engines.local.generation import Generator, _sample, resolve_backend, vllm_available
+from cascade_cli.engines.local.generation import Generator, resolve_backend, vllm_available
+from cascade_cli.engines.local.token_sampling import TokenSampler
 from cascade_cli.errors import CascadeUsageError
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -115,11 +116,15 @@ def test_seeded_sampling_is_reproducible_and_seed_dependent(model_dir):
 def test_sampler_filters():
     rng = torch.Generator().manual_seed(0)
     logits = torch.tensor([[0.0, 1.0, 3.0, 2.0]]).repeat(400, 1)
-    assert set(_sample(logits, 1.0, 1.0, 1, rng).tolist()) == {2}  # top_k=1 is greedy
-    assert set(_sample(logits, 1.0, 0.01, -1, rng).tolist()) == {2}  # tiny top_p keeps the best token
-    assert set(_sample(logits, 1.0, 1.0, 2, rng).tolist()) == {2, 3}
-    assert set(_sample(logits, 5.0, 1.0, -1, rng).tolist()) == {0, 1, 2, 3}
-    assert set(_sample(logits, 0.0, 1.0, -1, rng).tolist()) == {2}
+
+    def sample(temperature: float, top_p: float, top_k: int) -> set[int]:
+        return set(TokenSampler(temperature, top_p, top_k, rng)(logits).tolist())
+
+    assert sample(1.0, 1.0, 1) == {2}  # top_k=1 is greedy
+    assert sample(1.0, 0.01, -1) == {2}  # tiny top_p keeps the best token
+    assert sample(1.0, 1.0, 2) == {2, 3}
+    assert sample(5.0, 1.0, -1) == {0, 1, 2, 3}
+    assert sample(0.0, 1.0, -1) == {2}
 
 
 def test_update_weights_and_shared_module(model_dir, other_model_dir):

@@ -8,9 +8,9 @@
 
 Backends:
 - `hf`: a batched sampling loop over a transformers model with a KV cache (left padding, temperature /
-  top-p / top-k, stop tokens), seeded by its own `torch.Generator`, so a run is reproducible and its RNG
-  state can be checkpointed. `Generator.from_model(model, tokenizer)` shares the trainer's torch module:
-  weight updates are then free.
+  top-p / top-k, stop tokens; engines/local/hf_decode.py, sampling in token_sampling.py), seeded by its own
+  `torch.Generator`, so a run is reproducible and its RNG state can be checkpointed.
+  `Generator.from_model(model, tokenizer)` shares the trainer's torch module: weight updates are then free.
 - `vllm`: vLLM's offline `LLM` in this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`) so that weights can be
   reloaded in place after each step. One engine serves every generator of the process (vllm_engine.py: the
   evaluations and RL stages of a recipe run reload their weights into it instead of starting another).
@@ -43,14 +43,7 @@ from cascade_cli.chat import IM_END
 from cascade_cli.engines.local import vllm_engine
 from cascade_cli.engines.local.checkpoint import rng_state as global_rng_state
 from cascade_cli.engines.local.checkpoint import set_rng_state as set_global_rng_state
-from cascade_cli.engines.local.fast_attention import (
-    GQA_SDPA,
-    PreallocatedKVCache,
-    SharedPrompt,
-    cached_forward,
-    left_pad,
-    use_gqa_sdpa,
-)
+from cascade_cli.engines.local.fast_attention import use_gqa_sdpa
 from cascade_cli.engines.local.lora import merged_state_dict
 from cascade_cli.engines.local.rollout_backend import (  # noqa: F401  (re-exported: the backend API)
     AUTO_VLLM_MIN_PARAMS,
@@ -100,27 +93,6 @@ def _stop_token_ids(tokenizer: Any, stop: Sequence[str]) -> tuple[list[int], lis
     if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
         ids.append(tokenizer.eos_token_id)
     return ids, strings
-
-
-def _sample(
-    logits: torch.Tensor, temperature: float, top_p: float, top_k: int, generator: torch.Generator
-) -> torch.Tensor:
-    """One token per row from `logits` [B, V] (float32)."""
-    if temperature <= 0:
-        return logits.argmax(dim=-1)
-    logits = logits / temperature
-    if 0 < top_k < logits.shape[-1]:
-        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    if top_p < 1.0:
-        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
-        cumulative = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
-        # Drop a token when the tokens ranked above it already hold top_p of the mass (keeps at least one).
-        drop_sorted = (cumulative - sorted_logits.softmax(dim=-1)) >= top_p
-        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
-        logits = logits.masked_fill(drop, float("-inf"))
-    probs = logits.softmax(dim=-1)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 
 class Generator:
@@ -309,119 +281,11 @@ class Generator:
 
     # ---- hf loop --------------------------------------------------------------------------------------
 
-    @torch.inference_mode()
     def _generate_hf(self, prompts: list[str], spec: Sampling) -> list[Completion]:
-        """`n` samples of each prompt, flattened in prompt order.
+        """`n` samples of each prompt, flattened in prompt order (the loop: engines/local/hf_decode.py)."""
+        from cascade_cli.engines.local.hf_decode import generate_hf
 
-        Each prompt is prefilled once; its `n` samples attend to its keys and values held once
-        (`SharedPrompt`, with gqa_sdpa on CPU; elsewhere the prompt cache is repeated `n` times). Rows that
-        have finished are dropped from the batch (cache included) once a quarter of the live rows are done.
-        """
-        tokenizer, model, device = self.tokenizer, self.model, self.device
-        n, max_new_tokens, logprobs = spec.n, spec.max_new_tokens, spec.logprobs
-        stop_ids, stop_strings = _stop_token_ids(tokenizer, spec.stop)
-        encoded = [tokenizer.encode(p, add_special_tokens=False) for p in prompts]
-        input_ids, prompt_mask = (t.to(device) for t in left_pad(encoded, self.pad_id))
-        width = input_ids.shape[1]
-        positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
-        stop_tensor = torch.tensor(stop_ids or [-1], device=device)
-
-        was_training = model.training
-        model.eval()
-        implementation = getattr(model.config, "_attn_implementation", None)
-        shared = self.share_prompt and n > 1 and implementation == GQA_SDPA
-        cache = PreallocatedKVCache(width + (0 if shared else max_new_tokens))
-        prefill = cached_forward(model, input_ids, prompt_mask, positions, cache, logits_to_keep=1)
-        logits = prefill.logits[:, -1].float()
-        extra: dict[str, Any] = {}
-        if shared:  # the prompts' cache stays as it is; the model's cache holds the generated tokens
-            extra["shared_prompt"] = SharedPrompt(cache, prompt_mask, n)
-            cache = PreallocatedKVCache(max_new_tokens)
-        elif n > 1:
-            cache.batch_repeat_interleave(n)
-        if n > 1:
-            logits = logits.repeat_interleave(n, dim=0)
-            prompt_mask = prompt_mask.repeat_interleave(n, dim=0)
-            positions = positions.repeat_interleave(n, dim=0)
-        batch = prompt_mask.shape[0]
-        attention = None if shared else torch.cat(  # a shared prompt masks its own padding
-            [prompt_mask, torch.ones((batch, max_new_tokens), dtype=torch.long, device=device)], 1
-        )
-        next_position = positions[:, -1:] + 1
-        generated = torch.full((batch, max_new_tokens), self.pad_id, dtype=torch.long, device=device)
-        lengths = torch.zeros(batch, dtype=torch.long, device=device)
-        stopped = torch.zeros(batch, dtype=torch.bool, device=device)
-        logprob_sums = torch.zeros(batch, dtype=torch.float32, device=device)
-        live = torch.arange(batch, device=device)  # original row of each row still in the batch
-        done = torch.zeros(batch, dtype=torch.bool, device=device)  # per live row
-        window = max((len(tokenizer.encode(s, add_special_tokens=False)) for s in stop_strings), default=0)
-        for step in range(max_new_tokens):
-            token = _sample(logits, spec.temperature, spec.top_p, spec.top_k, self.rng)
-            token = torch.where(done, torch.full_like(token, self.pad_id), token)
-            if logprobs:
-                chosen = logits.log_softmax(-1).gather(-1, token[:, None]).squeeze(-1)
-                logprob_sums[live] += torch.where(done, torch.zeros_like(chosen), chosen)
-            generated[live, step] = token
-            lengths[live] += (~done).long()
-            hit = torch.isin(token, stop_tensor) & ~done
-            if stop_strings:
-                hit |= self._stop_string_hits(generated[live], step, done, stop_strings, window)
-            stopped[live] |= hit
-            done |= hit
-            n_done = int(done.sum())
-            if n_done == len(live) or step == max_new_tokens - 1:
-                break
-            if n_done * 4 >= len(live):  # compact: drop finished rows from the batch and the cache
-                keep = (~done).nonzero().squeeze(-1)
-                cache.batch_select_indices(keep)
-                if shared:
-                    extra["shared_prompt"].select(keep)
-                else:
-                    attention = attention[keep]
-                live, token, next_position = live[keep], token[keep], next_position[keep]
-                done = done[keep]
-            attention_now = None if attention is None else attention[:, : width + step + 1]
-            decoded = cached_forward(model, token[:, None], attention_now, next_position, cache, **extra)
-            logits = decoded.logits[:, -1].float()
-            next_position = next_position + 1
-        if was_training:
-            model.train()
-
-        completions: list[Completion] = []
-        generated_cpu, lengths_cpu, stopped_cpu = (
-            generated.cpu().tolist(),
-            lengths.cpu().tolist(),
-            stopped.tolist(),
-        )
-        for row in range(batch):
-            ids = generated_cpu[row][: lengths_cpu[row]]
-            text = tokenizer.decode(ids, skip_special_tokens=True)
-            if stopped_cpu[row]:
-                for stop_string in stop_strings:
-                    cut = text.find(stop_string)
-                    if cut >= 0:
-                        text = text[:cut]
-            completions.append(
-                Completion(
-                    text=text,
-                    token_ids=ids,
-                    finish_reason="stop" if stopped_cpu[row] else "length",
-                    logprob_sum=float(logprob_sums[row]) if logprobs else None,
-                )
-            )
-        return completions
-
-    def _stop_string_hits(
-        self, generated: torch.Tensor, step: int, finished: torch.Tensor, stop_strings: list[str], window: int
-    ) -> torch.Tensor:
-        """Multi-token stop strings: decode the tail of each live row (only runs when such stops exist)."""
-        hits = torch.zeros_like(finished)
-        tails = generated[:, max(0, step + 1 - window - 2) : step + 1].cpu().tolist()
-        for row, tail in enumerate(tails):
-            if not bool(finished[row]):
-                text = self.tokenizer.decode(tail, skip_special_tokens=False)
-                hits[row] = any(s in text for s in stop_strings)
-        return hits
+        return generate_hf(self, prompts, spec)
 
     # ---- vLLM ----------------------------------------------------------------------------------------
 
