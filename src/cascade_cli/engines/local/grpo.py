@@ -20,6 +20,7 @@ The math lives in losses.py (pure functions) and logprobs.py (memory-safe log-pr
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -73,6 +74,8 @@ class TrainSequence:
     response_ids: list[int]
     advantage: float
     keep: bool  # False: carries no loss (overlong-filtered)
+    domain: str | None = None  # the row's domain (distill routes it to its teacher)
+    rollout_logprobs: list[float] | None = None  # the rollout engine's per-token log-probs (vLLM), else None
 
 
 @dataclass
@@ -81,7 +84,7 @@ class Run:
 
     config: GRPOConfig
     init: str  # the resolved init checkpoint directory
-    domain: str
+    domain: str | None  # None: each row's own `domain` (distill)
     mode: str
     phases: list[PhaseConfig]
     rows: list[dict[str, Any]]
@@ -98,6 +101,12 @@ class Run:
     micro_batch: int = 32  # rows per forward/backward: train_micro_batch, or fewer (gradient_checkpointing: auto)
     generator: Generator | None = None
     bf16: bool = False  # training pass under bf16 autocast over fp32 weights (precision.py: `dtype: auto`)
+    # What another objective on this machinery plugs in (distill.py): the loss over one micro-batch
+    # (None: GRPO's `micro_step`), per-token log-probs from the rollout engine, the lr of each step (None:
+    # config.lr throughout).
+    loss_step: Callable[[Run, list[TrainSequence], int, float], dict[str, float]] | None = None
+    rollout_logprobs: bool = False
+    lr_schedule: Callable[[int], float] | None = None
     pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="reward"))
 
 
@@ -110,6 +119,9 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
     """Step `step + 1`: prompts -> rollouts -> rewards -> advantages and filters -> update -> sync -> metrics."""
     config, began = run.config, time.perf_counter()
     phase_index, phase = rl_data.phase_at(run.phases, step)
+    if run.lr_schedule is not None:
+        for param_group in run.optimizer.param_groups:
+            param_group["lr"] = run.lr_schedule(step)
     timer = {"generate": 0.0, "verify": 0.0, "verify_wait": 0.0}
     sampled: list[Group] = []  # every group generated this step, filtered or not
     kept: list[Group] = []  # the groups trained on
@@ -152,7 +164,7 @@ def generate_groups(run: Run, indices: list[int], positions: list[int], phase: P
     prompts = [render_row(run.rows[i], m, run.tokenizer) for i, m in zip(indices, modes, strict=True)]
     outputs = run.generator.generate(
         prompts, n=run.config.group_size, max_new_tokens=phase.max_response_len, temperature=phase.temperature,
-        top_p=run.config.top_p, top_k=run.config.top_k,
+        top_p=run.config.top_p, top_k=run.config.top_k, logprobs=run.rollout_logprobs,
     )
     return [
         Group(i, m, run.tokenizer.encode(p, add_special_tokens=False), out)
@@ -195,7 +207,7 @@ def policy_update(run: Run, groups: list[Group], temperature: float) -> dict[str
     """One optimizer step over every response of the step, micro-batched (gradient accumulation)."""
     config = run.config
     batch = [
-        TrainSequence(g.prompt_ids, c.token_ids, a, m)
+        TrainSequence(g.prompt_ids, c.token_ids, a, m, run.rows[g.row_index].get("domain"), c.token_logprobs)
         for g in groups
         for c, a, m in zip(g.completions, g.advantages, g.loss_mask, strict=True)
         if c.token_ids
@@ -203,20 +215,18 @@ def policy_update(run: Run, groups: list[Group], temperature: float) -> dict[str
     total_tokens = sum(len(s.response_ids) for s in batch if s.keep)
     normaliser = total_tokens if config.loss_aggregation != "sequence" else sum(s.keep for s in batch)
     run.optimizer.zero_grad(set_to_none=True)
-    entropy_sum = kl_sum = 0.0
+    sums = dict.fromkeys(["entropy_sum"] + (["kl_sum"] if run.reference is not None else []), 0.0)
     if total_tokens:
         for start in range(0, len(batch), run.micro_batch):
-            stats = micro_step(run, batch[start : start + run.micro_batch], normaliser, temperature)
-            entropy_sum += stats["entropy_sum"]
-            kl_sum += stats["kl_sum"]
+            stats = (run.loss_step or micro_step)(run, batch[start : start + run.micro_batch], normaliser, temperature)
+            for key, value in stats.items():
+                sums[key] = sums.get(key, 0.0) + value
     grad_norm = torch.nn.utils.clip_grad_norm_(run.policy.parameters(), config.max_grad_norm)
     if total_tokens:
         run.optimizer.step()
     denominator = max(total_tokens, 1)
-    out = {"entropy": entropy_sum / denominator, "grad_norm": float(grad_norm), "loss_tokens": total_tokens}
-    if run.reference is not None:
-        out["kl"] = kl_sum / denominator
-    return out
+    out = {key.removesuffix("_sum"): value / denominator for key, value in sums.items()}  # entropy[, kl, ...]
+    return {**out, "grad_norm": float(grad_norm), "loss_tokens": total_tokens}
 
 
 def sequence_logprobs(
@@ -247,6 +257,8 @@ def micro_step(run: Run, micro: list[TrainSequence], normaliser: int, temperatur
         kl_coef=config.kl_coef, entropy_coef=config.entropy_coef, aggregation=config.loss_aggregation,
     )
     loss.backward()
+    if run.reference is None:
+        del stats["kl_sum"]
     return stats
 
 
@@ -300,7 +312,7 @@ def build_run(
     rows: list[dict[str, Any]],
     reward: RewardHook,
     *,
-    domain: str,
+    domain: str | None,
     mode: str,
     eval_rows: list[dict[str, Any]] | None,
 ) -> Run:
@@ -393,7 +405,7 @@ def train(run: Run, step: int, eval_before: dict | None, config_dict: dict[str, 
     summary: dict[str, Any] = {"steps": step, **{f"final_{k}": v for k, v in last.items()}}
     if run.eval_rows and eval_before is not None:
         after = rl_eval.evaluate(run)
-        for key in ("accuracy", "reward"):
+        for key in (key for key in after if key != "n"):  # accuracy, reward[, accuracy_DOMAIN, ... (distill)]
             summary[f"heldout_{key}_before"], summary[f"heldout_{key}_after"] = eval_before[key], after[key]
         summary["heldout_n"] = after["n"]
     summary["wall_s"] = time.perf_counter() - started
@@ -407,8 +419,14 @@ def train(run: Run, step: int, eval_before: dict | None, config_dict: dict[str, 
 
 
 def data_fingerprints(config: GRPOConfig, *names: str) -> dict[str, str]:
-    paths = {name: getattr(config, name) for name in names or ("data", "eval_data")}
-    return {name: fingerprint_path(path) for name, path in paths.items() if path}
+    prints = {}
+    for name in names or ("data", "eval_data"):
+        paths = getattr(config, name)
+        if isinstance(paths, str) or paths is None:
+            prints[name] = fingerprint_path(paths) if paths else None
+        else:  # several files (distill): NAME.0, NAME.1, ...
+            prints.update({f"{name}.{index}": fingerprint_path(path) for index, path in enumerate(paths)})
+    return {name: value for name, value in prints.items() if value}
 
 
 def stage_manifest(config: GRPOConfig, config_dict: dict[str, Any], summary: dict[str, Any], status: str) -> None:
@@ -429,12 +447,14 @@ def run_grpo(
     config: GRPOConfig,
     reward: RewardHook,
     *,
-    domain: str,
+    domain: str | None,
     mode: str,
     rows: list[dict[str, Any]],
     eval_rows: list[dict[str, Any]] | None = None,
+    setup: Callable[[Run], None] | None = None,
 ) -> dict[str, Any]:
-    """Train one GRPO stage with any reward hook and write the checkpoint directory + manifest.
+    """Train one GRPO stage with any reward hook and write the checkpoint directory + manifest. `setup`
+    adapts the built run before anything trains (distill.py: teachers, loss, lr schedule).
 
     The one resume rule (engines/local/checkpoint.py): unfinished with the same config -> resume from
     trainer_state/; completed with the same config -> print so and return its metrics without training; a
@@ -453,6 +473,8 @@ def run_grpo(
         return done.metrics
     try:
         run = build_run(config, rows, reward, domain=domain, mode=mode, eval_rows=eval_rows)
+        if setup is not None:
+            setup(run)
         if begin.resumed:
             checkpoint.load_state(begin, run.policy, run.optimizer)
             run.sampler.load_state(begin.extra["sampler"])
