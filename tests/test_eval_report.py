@@ -44,7 +44,8 @@ def test_report_table_deltas_plot_and_regression(tmp_path: Path) -> None:
     ]
     markdown = (tmp_path / "report.md").read_text()
     assert "| Benchmark (metric) | sft | rlhf | if_rl | math_rl |" in markdown
-    assert "| aime24 (avg@64) | 83.6 | 86.1 (+2.5) | 86.2 (+0.1) | 90.2 (+4.0) |" in markdown
+    assert "| aime24 (avg@64) | 83.6 | 86.1 (+2.5) | 86.2 (+0.1) | 90.2 (+4.0) ★ |" in markdown  # its best stage
+    assert "- **aime24**: `math_rl` (90.2)" in markdown and report["best"]["aime24"] == "math_rl"
     assert "**50.1 (-20.7)** ⚠" in markdown
     assert "**ifeval** fell 20.7 points after `rlhf`" in markdown
     png = (tmp_path / "report.png").read_bytes()
