@@ -115,8 +115,8 @@ def test_mixed_k_is_stated_per_stage_gaps_stay_gaps_and_flat_scores_get_a_readab
     (tmp_path / "run.json").write_text(json.dumps({"stage_order": ["base", "sft", "math_rl"]}))
     report = write_report(tmp_path)
     markdown = (tmp_path / "report.md").read_text()
-    assert "| tiny_math | 3.0 [avg@1] | 20.0 (+17.0) [avg@2] | 30.0 (+10.0) [avg@2] |" in markdown
-    assert "| tiny_code | 10.0 [avg@1] | – | 25.0 (+15.0) [avg@2] |" in markdown
+    assert "| tiny_math | 3.0 [avg@1] | 20.0 (+17.0) [avg@2] | 30.0 (+10.0) [avg@2] ★ |" in markdown
+    assert "| tiny_code | 10.0 [avg@1] | – | 25.0 (+15.0) [avg@2] ★ |" in markdown
     series = plot_series(report["stages"], report["benchmarks"], report["table"])
     assert series["tiny_math"] == [3.0, 20.0, 30.0]
     assert series["tiny_code"][0] == 10.0 and math.isnan(series["tiny_code"][1])  # a gap, not a bridge
