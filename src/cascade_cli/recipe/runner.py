@@ -209,7 +209,7 @@ def run_recipe(
         if recipe.evaluates and stage.kind.produces_model:
             _evaluate(recipe, stage.name, stage.out, records[stage.name], run_dir)
             _write_run_manifest(run_dir, manifest)
-    if recipe.evaluates:
+    if recipe.evaluates and any((run_dir / "eval").glob("*/results.json")):  # `--only DATA_STAGE`: none yet
         from cascade_cli.evaluation import write_report
 
         report = write_report(run_dir, max_regression=recipe.eval.max_regression)
