@@ -28,14 +28,8 @@ from typing import Any
 
 import torch
 
-from cascade_cli.checkpoint import MetricsLog, fingerprint_path, require_model_dir, write_manifest
-from cascade_cli.config.grpo import (
-    DOMAIN_MODES,
-    GRPOConfig,
-    PhaseConfig,
-    RLVRConfig,
-    resolve_phases,
-)
+from cascade_cli.checkpoint import MetricsLog, require_model_dir
+from cascade_cli.config.grpo import DOMAIN_MODES, GRPOConfig, PhaseConfig, RLVRConfig, resolve_phases
 from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console
 from cascade_cli.engines.local import (
@@ -46,6 +40,7 @@ from cascade_cli.engines.local import (
     precision,
     rl_data,
     rl_eval,
+    rl_records,
     rl_rewards,
 )
 from cascade_cli.engines.local.generation import Generator
@@ -156,7 +151,7 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
     sync_began = time.perf_counter()
     lora.sync_weights(run.policy, run.generator)
     timer["sync"] = time.perf_counter() - sync_began
-    return step_metrics(run, phase_index, phase, sampled, kept, rounds, update, timer, began)
+    return rl_records.step_metrics(run, phase_index, phase, sampled, kept, rounds, update, timer, began)
 
 
 def generate_groups(run: Run, indices: list[int], positions: list[int], phase: PhaseConfig) -> list[Group]:
@@ -262,46 +257,6 @@ def micro_step(run: Run, micro: list[TrainSequence], normaliser: int, temperatur
     return stats
 
 
-def step_metrics(
-    run: Run, phase_index: int, phase: PhaseConfig, sampled: list[Group], kept: list[Group], rounds: int,
-    update: dict[str, float], timer: dict[str, float], began: float,
-) -> dict[str, Any]:
-    """The step's metrics.jsonl line. Rollout statistics cover every sampled group, filtered ones included."""
-    rewards = [r for g in sampled for r in g.rewards]
-    lengths = [len(c.token_ids) for g in sampled for c in g.completions]
-    truncated = [c.finish_reason == "length" for g in sampled for c in g.completions]
-    passed = [s.passed for g in sampled for s in g.scores]
-    filtering = run.config.dynamic_filter
-    reward_t = torch.tensor(rewards or [0.0], dtype=torch.float64)
-    wall = time.perf_counter() - began
-    return {
-        "phase": phase_index,
-        "epoch": run.sampler.epoch,
-        "reward_mean": float(reward_t.mean()),
-        "reward_std": float(reward_t.std()) if len(rewards) > 1 else 0.0,
-        "pass_rate": sum(passed) / max(len(passed), 1),
-        "groups": len(kept),  # trained on
-        "groups_sampled": len(sampled),
-        "generation_rounds": rounds,
-        "groups_filtered_frac": sum(g.uniform for g in sampled) / max(len(sampled), 1) if filtering else 0.0,
-        "zero_std_groups_frac": sum(g.uniform for g in kept) / max(len(kept), 1),
-        "response_len_mean": sum(lengths) / max(len(lengths), 1),
-        "response_len_max": max(lengths, default=0),
-        "truncation_ratio": sum(truncated) / max(len(truncated), 1),
-        **update,  # verify_errors, entropy, grad_norm, loss_tokens[, kl]
-        "lr": run.optimizer.param_groups[0]["lr"],
-        "temperature": phase.temperature,
-        "max_response_len": phase.max_response_len,
-        "tokens_per_s": sum(lengths) / wall,
-        "time_generate": timer["generate"],
-        "time_verify": timer["verify"],
-        "time_verify_wait": timer["verify_wait"],
-        "time_train": timer["train"],
-        "time_sync": timer["sync"],
-        "time_step": wall,
-    }
-
-
 # ---------------------------------------------------------------------------------------------------------
 # Phases and setup (held-out evaluation: rl_eval.py)
 # ---------------------------------------------------------------------------------------------------------
@@ -371,7 +326,7 @@ def save_checkpoint(run: Run, step: int, config_dict: dict[str, Any], eval_befor
     extra["eval_before"] = eval_before
     checkpoint.save_state(
         run.config.out or "", step=step, config=config_dict, model=run.policy, optimizer=run.optimizer,
-        extra=extra, fingerprints=data_fingerprints(run.config, "data"),
+        extra=extra, fingerprints=rl_records.data_fingerprints(run.config, "data"),
     )
 
 
@@ -418,31 +373,6 @@ def train(run: Run, step: int, eval_before: dict | None, config_dict: dict[str, 
 # ---------------------------------------------------------------------------------------------------------
 
 
-def data_fingerprints(config: GRPOConfig, *names: str) -> dict[str, str]:
-    prints = {}
-    for name in names or ("data", "eval_data"):
-        paths = getattr(config, name)
-        if isinstance(paths, str) or paths is None:
-            prints[name] = fingerprint_path(paths) if paths else None
-        else:  # several files (distill): NAME.0, NAME.1, ...
-            prints.update({f"{name}.{index}": fingerprint_path(path) for index, path in enumerate(paths)})
-    return {name: value for name, value in prints.items() if value}
-
-
-def stage_manifest(config: GRPOConfig, config_dict: dict[str, Any], summary: dict[str, Any], status: str) -> None:
-    write_manifest(
-        config.out or "",
-        stage=config.name or config.kind,
-        kind=config.kind,
-        config=config_dict,
-        init=config.init,
-        data_fingerprints=data_fingerprints(config),
-        metrics=summary,
-        status=status,
-        timings={"wall_s": summary.get("wall_s", 0.0)},
-    )
-
-
 def run_grpo(
     config: GRPOConfig,
     reward: RewardHook,
@@ -465,7 +395,7 @@ def run_grpo(
     try:
         begin = checkpoint.start(
             config.out, config_dict, kind=config.kind, restart=config.restart, resume=config.resume,
-            fingerprints=data_fingerprints(config, "data"),
+            fingerprints=rl_records.data_fingerprints(config, "data"),
         )
     except checkpoint.StageComplete as done:
         reward.close()
@@ -485,11 +415,11 @@ def run_grpo(
             planned_tokens=precision.planned_rollout_tokens(config, run.phases),
         )
         run.generator.set_rng_state(begin.extra.get("generator_rng"))
-        stage_manifest(config, config_dict, {}, "running")
+        rl_records.stage_manifest(config, config_dict, {}, "running")
         summary = train(run, begin.step, begin.extra.get("eval_before"), config_dict)
     finally:
         reward.close()
-    stage_manifest(config, config_dict, summary, "completed")
+    rl_records.stage_manifest(config, config_dict, summary, "completed")
     return summary
 
 
