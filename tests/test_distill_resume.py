@@ -7,16 +7,15 @@ and inside the reward hook during step 5 (the held-out eval before training is c
 
 from __future__ import annotations
 
-import signal
 import sys
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from cascade_cli.checkpoint import read_manifest, read_metrics  # noqa: E402
+from cascade_cli.checkpoint import read_metrics  # noqa: E402
 from cascade_cli.jsonl import write_jsonl  # noqa: E402
-from test_grpo_resume import cascade, same_run  # noqa: E402
+from test_grpo_resume import cascade, kill_then_rerun  # noqa: E402
 from test_grpo_support import build_model_dir, toy_rows  # noqa: E402
 
 KILL_POINTS = [("save:2:done", 2), ("save:4:swap", 2), ("score:6", 4)]
@@ -48,12 +47,4 @@ def straight(setup) -> Path:
 
 @pytest.mark.parametrize(("kill_at", "resumes_from"), KILL_POINTS)
 def test_kill_then_rerun_equals_an_uninterrupted_run(setup, straight, tmp_path, kill_at, resumes_from):
-    _, args = setup
-    out = tmp_path / "killed"
-    killed = cascade(args, out, kill_at=kill_at)
-    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
-    assert read_manifest(out)["status"] == "running" and not (out / "model.safetensors").exists()
-    resumed = cascade(args, out)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert f"resuming {out} from step {resumes_from}" in resumed.stderr
-    same_run(out, straight)
+    kill_then_rerun(setup[1], tmp_path / "killed", kill_at, resumes_from, straight)
