@@ -96,3 +96,39 @@ def test_report_stars_each_benchmarks_best_stage(tmp_path, cli):
     assert rows["tiny_if (avg@4)"].count("★") == 1 and "40.0 (+0.0) ★" in rows["tiny_if (avg@4)"]
     assert "68.0 (+68.0) ★" in rows["tiny_code (avg@4)"]
     assert "- **tiny_if**: `code_rl` (40.0)" in report and "- **tiny_code**: `sft` (68.0)" in report
+
+
+CHAINED = """
+name: chained
+model: tiny
+seed: 0
+stages:
+  data_math: {kind: prepare_data, source: "tiny:math", n: 12, holdout: 4}
+  math_rl: {kind: rlvr, domain: math, data: "${stages.data_math.out}", steps: 1, prompts_per_step: 2,
+            group_size: 2, max_response_len: 8}
+  distill: {kind: distill, teachers: {math: "best:tiny_math"}, data: ["${stages.data_math.out}"],
+            eval_data: ["${stages.data_math.out}/heldout.jsonl"], steps: 2, prompts_per_step: 2, group_size: 2,
+            max_response_len: 8, lr: 1e-3, warmup_steps: 0}
+eval: {after_each_stage: true, benchmarks: [tiny_math], k: 1, limit: 2, max_tokens: 8}
+"""
+
+
+def test_a_recipe_run_chains_evaluations_into_the_distill_stages_teacher(tmp_path, cli):
+    """A real run, no results written by hand: base and math_rl are evaluated, `best:tiny_math` resolves from
+    those results to a checkpoint, distill trains from math_rl with it and is evaluated and starred in turn."""
+    (tmp_path / "chained.yaml").write_text(CHAINED)
+    run_dir = tmp_path / "run"
+    result = cli(["recipe", "run", tmp_path / "chained.yaml", f"run_dir={run_dir}"])
+    assert result.exit_code == 0, result.output
+    scores = {stage: json.loads((run_dir / "eval" / stage / "results.json").read_text())["benchmarks"]["tiny_math"]
+              ["score"] for stage in ("base", "math_rl")}  # fmt: skip
+    best = "math_rl" if scores["math_rl"] >= scores["base"] else "base"  # a tie goes to the later stage
+    manifest = json.loads((run_dir / "distill" / "cascade_stage.json").read_text())
+    assert manifest["config"]["teachers"] == {"math": f"{run_dir}/{best}" if best != "base" else "tiny"}
+    assert manifest["config"]["init"] == f"{run_dir}/math_rl" and manifest["status"] == "completed"
+    metrics = [json.loads(line) for line in (run_dir / "distill" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics] == [1, 2] and all("teacher_advantage" in m for m in metrics)
+    report = (run_dir / "report.md").read_text()
+    header = next(line for line in report.splitlines() if line.startswith("| Benchmark"))
+    row = next(line for line in report.splitlines() if line.startswith("| tiny_math"))
+    assert header.endswith("| math_rl | distill |") and row.count("★") == 1
