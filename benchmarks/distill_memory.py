@@ -1,9 +1,9 @@
 """Memory of MOPD's teachers: peak RSS of one `cascade distill` step with N teachers against GRPO's step.
 
 Each side is a fresh process (one step, the same prompts, rollouts and lengths): `cascade rlvr --domain math`
-(no teacher), then `cascade distill` with 1..N teachers, each a distinct checkpoint directory (symlinks to the
-same weights, so every one is loaded). Prints each side's peak RSS, the growth per teacher, and what the
-teachers should cost: their parameters x the bytes of the weight dtype (float32 on a CPU), once each, with no
+(no teacher), then `cascade distill` with 1..N teachers, each a distinct checkpoint directory (a copy of the
+model's files, so no two teachers can share memory-mapped weight pages). Prints each side's peak RSS, the growth
+per teacher, and what the teachers should cost: their parameters x the bytes of the weight dtype (float32 on a CPU), once each, with no
 gradients and no optimizer state.
 
     python benchmarks/distill_memory.py [--model smollm2-135m] [--teachers 3] [--threads 2]
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -73,7 +74,7 @@ def main() -> None:
         for index in range(count):
             link = work / f"teacher{index}"
             if not link.exists():
-                link.symlink_to(model, target_is_directory=True)
+                shutil.copytree(model, link)
             teachers += ["--teachers", f"{DOMAINS[index]}={link}"]
         data = work / f"rows{count}.jsonl"
         data.write_text("".join(json.dumps(row) + "\n" for row in rows if row["domain"] in DOMAINS[:count]))
@@ -96,6 +97,7 @@ def main() -> None:
     counts = list(range(1, args.teachers + 1))
     per = [(results[f"distill, {n} teacher{'s' * (n > 1)}"] - base) / n for n in counts]
     print(f"per teacher: {', '.join(f'{p:.0f}' for p in per)} MiB; its float32 weights: {expected:.0f} MiB")
+    shutil.rmtree(work)
 
 
 if __name__ == "__main__":
