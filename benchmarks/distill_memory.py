@@ -2,9 +2,9 @@
 
 Each side is a fresh process (one step, the same prompts, rollouts and lengths): `cascade rlvr --domain math`
 (no teacher), then `cascade distill` with 1..N teachers, each a distinct checkpoint directory (a copy of the
-model's files, so no two teachers can share memory-mapped weight pages). Prints each side's peak RSS, the growth
-per teacher, and what the teachers should cost: their parameters x the bytes of the weight dtype (float32 on a CPU), once each, with no
-gradients and no optimizer state.
+model's files, so no two teachers can share memory-mapped weight pages). Prints each side's peak RSS, the
+growth per teacher, and what the teachers should cost: their parameters x the bytes of the weight dtype
+(float32 on a CPU), once each, with no gradients and no optimizer state.
 
     python benchmarks/distill_memory.py [--model smollm2-135m] [--teachers 3] [--threads 2]
 """
