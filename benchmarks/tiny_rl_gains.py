@@ -9,7 +9,8 @@ mean gain per stage over the seeds.
 
     python benchmarks/tiny_rl_gains.py [--seeds 0 1 2] [--parallel 2] [--out runs/rl_gains] [override ...]
 
-Overrides are recipe dotlist overrides (e.g. `eval.after_each_stage=false` to skip the benchmark evals).
+Overrides are recipe dotlist overrides. The evaluations after each stage stay on: the recipe's last stage
+(distill) takes its teachers from them (`best:tiny_*`; benchmarks/tiny_mopd_gains.py measures it).
 With --parallel N, N seeds run at once, each with 2/N torch threads.
 """
 
@@ -35,6 +36,23 @@ def run_seed(seed: int, out: Path, overrides: list[str], threads: int) -> subpro
     argv += [f"seed={seed}", f"run_dir={run_dir}", *overrides]
     log = open(out / f"seed{seed}.log", "w")  # noqa: SIM115 (closed with the process)
     return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+
+def run_seeds(seeds: list[int], out: Path, overrides: list[str], parallel: int) -> None:
+    """Run the recipe once per seed, `parallel` at a time (each with its share of the cores); exit on a failure."""
+    threads = max(1, (os.cpu_count() or 2) // parallel)
+    pending = list(seeds)
+    running: dict[int, subprocess.Popen] = {}
+    while pending or running:
+        while pending and len(running) < parallel:
+            seed = pending.pop(0)
+            running[seed] = run_seed(seed, out, overrides, threads)
+        for seed, proc in list(running.items()):
+            if proc.poll() is not None:
+                del running[seed]
+                if proc.returncode != 0:
+                    sys.exit(f"seed {seed} failed (exit {proc.returncode}); see {out}/seed{seed}.log")
+        time.sleep(2)
 
 
 def stage_gains(run_dir: Path) -> dict[str, tuple[float, float, str]]:
@@ -63,21 +81,8 @@ def main() -> None:
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    threads = max(1, (os.cpu_count() or 2) // args.parallel)
-
     began = time.perf_counter()
-    pending = list(args.seeds)
-    running: dict[int, subprocess.Popen] = {}
-    while pending or running:
-        while pending and len(running) < args.parallel:
-            seed = pending.pop(0)
-            running[seed] = run_seed(seed, args.out, args.overrides, threads)
-        for seed, proc in list(running.items()):
-            if proc.poll() is not None:
-                del running[seed]
-                if proc.returncode != 0:
-                    sys.exit(f"seed {seed} failed (exit {proc.returncode}); see {args.out}/seed{seed}.log")
-        time.sleep(2)
+    run_seeds(args.seeds, args.out, args.overrides, args.parallel)
 
     print(f"{'stage':8s} {'seed':>4s} {'before':>7s} {'after':>7s} {'gain':>7s}")
     per_stage: dict[str, list[float]] = {}

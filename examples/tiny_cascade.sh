@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The tiny cascade of recipes/tiny.yaml, chained by hand: the same checkpoints (and metrics) as
 #   cascade recipe run recipes/tiny.yaml
-# SFT -> reward model -> RLHF -> IF-RL -> math RL -> code RL -> SWE RL on the embedded tiny model and synthetic tasks,
+# SFT -> reward model -> RLHF -> IF-RL -> math RL -> code RL -> SWE RL -> MOPD on the embedded tiny model and synthetic tasks,
 # evaluated after every policy stage, then the report. Every command reads a checkpoint path and writes one;
 # this script only passes paths along.
 #
@@ -9,7 +9,7 @@
 #         RUN_DIR=runs/short SFT_STEPS=20 RL_STEPS=4 bash examples/tiny_cascade.sh
 # Every setting below can be overridden from the environment; the comment names the matching recipe override.
 # SFT_ARGS / RM_ARGS / RL_ARGS add key=value overrides to those stages; EVAL=0 skips the evaluations and the
-# report; STOP_AFTER=sft (or rlhf, if_rl, math_rl, code_rl) stops after that stage.
+# report; STOP_AFTER=sft (or rlhf, if_rl, math_rl, code_rl, swe_rl) stops after that stage.
 set -euo pipefail
 
 RUN_DIR=${RUN_DIR:-runs/tiny_by_hand}    # run_dir=
@@ -41,6 +41,10 @@ SWE_RL_STEPS=${SWE_RL_STEPS:-12}          # stages.swe_rl.steps=
 SWE_PROMPTS=${SWE_PROMPTS:-4}             # stages.swe_rl.prompts_per_step=
 SWE_RESPONSE_LEN=${SWE_RESPONSE_LEN:-160} # stages.swe_rl.max_response_len=
 RL_ARGS=${RL_ARGS:-}                      # stages.{rlhf,if_rl,math_rl,code_rl,swe_rl}.KEY=VALUE ...
+DISTILL_STEPS=${DISTILL_STEPS:-12}        # stages.distill.steps=
+DISTILL_PROMPTS=${DISTILL_PROMPTS:-16}    # stages.distill.prompts_per_step=
+DISTILL_RESPONSE_LEN=${DISTILL_RESPONSE_LEN:-160} # stages.distill.max_response_len=
+DISTILL_ARGS=${DISTILL_ARGS:-}            # stages.distill.KEY=VALUE ...
 EVAL=${EVAL:-1}                           # eval.after_each_stage=
 EVAL_K=${EVAL_K:-4}                       # eval.k=
 EVAL_LIMIT=${EVAL_LIMIT:-32}              # eval.limit=
@@ -132,5 +136,25 @@ cascade rlvr --domain swe --init "$RUN_DIR/code_rl" --data "$RUN_DIR/data_swe" -
   prompts_per_step="$SWE_PROMPTS" group_size=16 max_response_len="$SWE_RESPONSE_LEN" temperature=1.0 lr=1e-4 \
   dynamic_filter=true epoch_filter=true $RL_ARGS
 evaluate "$RUN_DIR/swe_rl" swe_rl
+stop_after swe_rl
+
+# 5. MOPD: the SWE RL model samples on every domain's prompts; each prompt goes to its domain's best checkpoint
+#    so far (the recipe's `best:tiny_*`, which `cascade report --best` names; base is `tiny` itself), whose
+#    log-probs of the sampled tokens are the per-token advantage. Without the evaluations: each domain's RL stage.
+teacher() {  # teacher BENCHMARK STAGE_WITHOUT_EVALS -> a checkpoint
+  local stage=$2
+  if [ "$EVAL" = 1 ]; then stage=$(cascade report "$RUN_DIR" --best "$1"); fi
+  if [ "$stage" = base ]; then echo tiny; else echo "$RUN_DIR/$stage"; fi
+}
+teachers="if=$(teacher tiny_if if_rl),math=$(teacher tiny_math math_rl)"
+teachers="$teachers,code=$(teacher tiny_code code_rl),swe=$(teacher tiny_swe swe_rl)"
+heldout="$RUN_DIR/data_if/heldout.jsonl,$RUN_DIR/data_math/heldout.jsonl"
+heldout="$heldout,$RUN_DIR/data_code/heldout.jsonl,$RUN_DIR/data_swe/heldout.jsonl"
+# shellcheck disable=SC2086
+cascade distill --init "$RUN_DIR/swe_rl" --teachers "$teachers" --data "$RUN_DIR/data_if" --data "$RUN_DIR/data_math" \
+  --data "$RUN_DIR/data_code" --data "$RUN_DIR/data_swe" --out "$RUN_DIR/distill" name=distill seed="$SEED" \
+  "eval_data=[$heldout]" eval_limit=32 steps="$DISTILL_STEPS" prompts_per_step="$DISTILL_PROMPTS" \
+  max_response_len="$DISTILL_RESPONSE_LEN" lr=2e-4 warmup_steps=3 warmup_start_lr=2e-5 $DISTILL_ARGS
+evaluate "$RUN_DIR/distill" distill
 
 finish

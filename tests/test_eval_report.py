@@ -44,7 +44,8 @@ def test_report_table_deltas_plot_and_regression(tmp_path: Path) -> None:
     ]
     markdown = (tmp_path / "report.md").read_text()
     assert "| Benchmark (metric) | sft | rlhf | if_rl | math_rl |" in markdown
-    assert "| aime24 (avg@64) | 83.6 | 86.1 (+2.5) | 86.2 (+0.1) | 90.2 (+4.0) |" in markdown
+    assert "| aime24 (avg@64) | 83.6 | 86.1 (+2.5) | 86.2 (+0.1) | 90.2 (+4.0) ★ |" in markdown  # its best stage
+    assert "- **aime24**: `math_rl` (90.2)" in markdown and report["best"]["aime24"] == "math_rl"
     assert "**50.1 (-20.7)** ⚠" in markdown
     assert "**ifeval** fell 20.7 points after `rlhf`" in markdown
     png = (tmp_path / "report.png").read_bytes()
@@ -114,8 +115,8 @@ def test_mixed_k_is_stated_per_stage_gaps_stay_gaps_and_flat_scores_get_a_readab
     (tmp_path / "run.json").write_text(json.dumps({"stage_order": ["base", "sft", "math_rl"]}))
     report = write_report(tmp_path)
     markdown = (tmp_path / "report.md").read_text()
-    assert "| tiny_math | 3.0 [avg@1] | 20.0 (+17.0) [avg@2] | 30.0 (+10.0) [avg@2] |" in markdown
-    assert "| tiny_code | 10.0 [avg@1] | – | 25.0 (+15.0) [avg@2] |" in markdown
+    assert "| tiny_math | 3.0 [avg@1] | 20.0 (+17.0) [avg@2] | 30.0 (+10.0) [avg@2] ★ |" in markdown
+    assert "| tiny_code | 10.0 [avg@1] | – | 25.0 (+15.0) [avg@2] ★ |" in markdown
     series = plot_series(report["stages"], report["benchmarks"], report["table"])
     assert series["tiny_math"] == [3.0, 20.0, 30.0]
     assert series["tiny_code"][0] == 10.0 and math.isnan(series["tiny_code"][1])  # a gap, not a bridge

@@ -28,6 +28,7 @@ SHORT_ENV = {
     "SFT_ARGS": "max_seq_len=256 threads=1 eval_max_new_tokens=24", "RM_ARGS": "max_steps=2",
     "RLHF_STEPS": "1", "IF_RL_STEPS": "1", "RL_STEPS": "1", "PROMPTS": "2", "IF_RESPONSE_LEN": "16",
     "RESPONSE_LEN": "16", "RLHF_RESPONSE_LEN": "16", "SWE_RL_STEPS": "1", "SWE_PROMPTS": "2", "SWE_RESPONSE_LEN": "16",
+    "DISTILL_STEPS": "1", "DISTILL_PROMPTS": "2", "DISTILL_RESPONSE_LEN": "16", "DISTILL_ARGS": "eval_limit=2 eval_max_new_tokens=16",
     "MATH_PHASES": "[{steps: 1, max_response_len: 16, temperature: 1.0, overlong_filter: true}]",
     "RL_ARGS": "eval_limit=4 eval_max_new_tokens=16",
     "EVAL_K": "1", "EVAL_LIMIT": "2", "EVAL_MAX_TOKENS": "16",
@@ -42,6 +43,8 @@ SHORT_OVERRIDES = [
       for key in ("steps=1", "prompts_per_step=2", "eval_limit=4", "eval_max_new_tokens=16")),
     *(f"stages.{stage}.max_response_len=16" for stage in ("rlhf", "if_rl", "code_rl", "swe_rl")),
     "stages.math_rl.phases=[{steps: 1, max_response_len: 16, temperature: 1.0, overlong_filter: true}]",
+    *(f"stages.distill.{key}" for key in ("steps=1", "prompts_per_step=2", "max_response_len=16", "eval_limit=2",
+                                          "eval_max_new_tokens=16")),
     "eval.k=1", "eval.limit=2", "eval.max_tokens=16",
 ]
 DATA_STAGES = ["data_sft", "data_pref", "data_chat", "data_if", "data_math", "data_code", "data_swe"]
@@ -91,7 +94,7 @@ def test_tiny_cascade_by_hand_equals_recipe_run(tmp_path, cli, whole):
                    STOP_AFTER="sft")
 
     order = json.loads((tmp_path / "recipe" / "run.json").read_text())["stage_order"]
-    assert order == [*DATA_STAGES, "sft", "rm", *RL_STAGES], "recipes/tiny.yaml changed: update the script"
+    assert order == [*DATA_STAGES, "sft", "rm", *RL_STAGES, "distill"], "recipes/tiny.yaml changed: update the script"
     compared = order if whole else [*DATA_STAGES, "sft"]
     for stage in compared:
         ran = read_manifest(tmp_path / "recipe" / stage)
@@ -104,7 +107,7 @@ def test_tiny_cascade_by_hand_equals_recipe_run(tmp_path, cli, whole):
         assert not (tmp_path / "hand" / "rm").exists() and not (tmp_path / "hand" / "eval").exists()
         return
     evaluated = sorted(path.name for path in (tmp_path / "recipe" / "eval").iterdir())
-    assert evaluated == sorted(["base", "sft", *RL_STAGES])
+    assert evaluated == sorted(["base", "sft", *RL_STAGES, "distill"])
     for stage in evaluated:
         ran_eval = json.loads((tmp_path / "recipe" / "eval" / stage / "results.json").read_text())["benchmarks"]
         hand_eval = json.loads((tmp_path / "hand" / "eval" / stage / "results.json").read_text())["benchmarks"]

@@ -73,10 +73,8 @@ def same_run(out: Path, reference: Path) -> None:
     assert learned(manifest["metrics"]) == learned(wanted["metrics"])
 
 
-@pytest.mark.parametrize(("kill_at", "resumes_from"), KILL_POINTS)
-def test_kill_then_rerun_equals_an_uninterrupted_run(setup, straight, tmp_path, kill_at, resumes_from):
-    _, args = setup
-    out = tmp_path / "killed"
+def kill_then_rerun(args: list[str], out: Path, kill_at: str, resumes_from: int, straight: Path) -> None:
+    """Kill -9 the command at `kill_at`, rerun it: it resumes from `resumes_from` and ends as `straight`."""
     killed = cascade(args, out, kill_at=kill_at)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     assert read_manifest(out)["status"] == "running" and not (out / "model.safetensors").exists()
@@ -85,6 +83,11 @@ def test_kill_then_rerun_equals_an_uninterrupted_run(setup, straight, tmp_path, 
     assert (f"resuming {out} from step {resumes_from}" in resumed.stderr) == bool(resumes_from)
     same_run(out, straight)
     assert not any(p.name.startswith(("trainer_state.", ".final")) for p in out.iterdir())
+
+
+@pytest.mark.parametrize(("kill_at", "resumes_from"), KILL_POINTS)
+def test_kill_then_rerun_equals_an_uninterrupted_run(setup, straight, tmp_path, kill_at, resumes_from):
+    kill_then_rerun(setup[1], tmp_path / "killed", kill_at, resumes_from, straight)
 
 
 def test_completed_rerun_trains_nothing_and_exits_0(setup, straight):

@@ -175,7 +175,7 @@ def assert_plain_checkpoint(out: Path, reference: Path, auto_class: str = "AutoM
     getattr(transformers, auto_class).from_pretrained(out)
 
 
-def test_cli_sft_rm_rlhf_rlvr_train_with_lora_and_write_plain_checkpoints(tmp_path, cli, monkeypatch):
+def test_cli_sft_rm_rlhf_rlvr_distill_train_with_lora_and_write_plain_checkpoints(tmp_path, cli, monkeypatch):
     from cascade_cli import verifiers
     from cascade_cli.data.tiny_tasks import generate
     from cascade_cli.jsonl import write_jsonl
@@ -194,6 +194,9 @@ def test_cli_sft_rm_rlhf_rlvr_train_with_lora_and_write_plain_checkpoints(tmp_pa
                                                                     *common]),
         "rlvr": (["rlvr", "--domain", "math", "--data", tmp_path / "rl.jsonl"], ["mode=no_think", *grpo]),
         "rlhf": (["rlhf", "--data", tmp_path / "rl.jsonl", "--reward-model", tmp_path / "rm"], grpo),
+        # the SFT output teaches (same tokenizer, other weights); log-probs in chunks of 3 positions
+        "distill": (["distill", "--data", tmp_path / "rl.jsonl", "--teachers", f"math={tmp_path / 'sft'}"],
+                    ["mode=no_think", "warmup_steps=0", "logprob_chunk_tokens=3", *grpo[:4], *common]),
     }
     for name, (command, overrides) in runs.items():
         result = cli([*map(str, command), "--init", str(model), "--out", str(tmp_path / name), *overrides])
@@ -202,6 +205,8 @@ def test_cli_sft_rm_rlhf_rlvr_train_with_lora_and_write_plain_checkpoints(tmp_pa
         assert_plain_checkpoint(tmp_path / name, model, auto_class)
     kl = [json.loads(line)["kl"] for line in (tmp_path / "rlvr" / "metrics.jsonl").read_text().splitlines()]
     assert kl[0] == pytest.approx(0.0, abs=1e-6) and kl[1] > 0  # the reference is the base: KL grows from 0
+    distilled = [json.loads(line) for line in (tmp_path / "distill" / "metrics.jsonl").read_text().splitlines()]
+    assert all(m["teacher_advantage"] != 0 and m["grad_norm"] > 0 for m in distilled)
 
 
 # ---- exact resume --------------------------------------------------------------------------------------------

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import shlex
 import textwrap
+import typing
 from pathlib import Path
 
 import pytest
 
+from cascade_cli.cli.base import collection_values
 from cascade_cli.config.structure import parse_overrides, structure, to_plain
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.recipe.loader import builtin_recipes, load_recipe
@@ -113,22 +115,26 @@ def parse_stage_argv(stage, argv):
     while rest:
         token = rest.pop(0)
         if token.startswith("--"):
-            flags[token[2:].replace("-", "_")] = rest.pop(0)
+            flags.setdefault(token[2:].replace("-", "_"), []).append(rest.pop(0))
         else:
             overrides.append(token)
-    values = OmegaConf.merge(OmegaConf.create(flags), parse_overrides(overrides))
-    return structure(stage.kind.config_class(), values)
+    config_cls = stage.kind.config_class()
+    hints = typing.get_type_hints(config_cls)  # a list or dict flag repeats; any other is given once
+    flags = {key: words if typing.get_origin(hints[key]) in (list, dict) else words[-1] for key, words in flags.items()}
+    values = OmegaConf.merge(OmegaConf.create(collection_values(config_cls, flags)), parse_overrides(overrides))
+    return structure(config_cls, values)
 
 
 @pytest.mark.parametrize("which", ["mini", "tiny"])
 def test_plan_round_trips_to_the_same_configs(tmp_path, which):
     """Each printed command, parsed the way the commands parse their argv, rebuilds the stage config."""
-    if which == "tiny":  # nested values: phases (a list of mappings), dict-valued keys
-        recipe = load_recipe("tiny", ["stages.data_sft.map={prompt: question, answer: solution}"])
+    if which == "tiny":  # nested values: phases (a list of mappings), dict-valued keys, list and dict flags
+        overrides = ["stages.data_sft.map={prompt: question, answer: solution}", f"run_dir={tmp_path / 'run'}"]
+        recipe = load_recipe("tiny", overrides)  # a run_dir without results: `best:` stays as written
     else:
         recipe = load_recipe(str(write(tmp_path, RECIPE.format(run_dir=tmp_path / "run"))), ["stages.sft1.lr=3e-4"])
     lines = [line for line in plan_lines(recipe) if line.startswith(("cascade prepare-data", "cascade sft",
-                                                                     "cascade rlhf", "cascade rlvr"))]
+                                                                     "cascade rlhf", "cascade rlvr", "cascade distill"))]
     assert len(lines) == len(recipe.stages)
     for stage, line in zip(recipe.stages, lines, strict=True):
         argv = shlex.split(line)

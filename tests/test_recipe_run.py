@@ -166,3 +166,11 @@ def test_timing_table_sums_train_and_eval_seconds():
             cells[parts[0]] = parts[1:]
     assert cells["base"] == ["", "4"] and cells["sft"] == ["30", "6"] and cells["rm"] == ["9", ""]
     assert cells["total"] == ["40", "10"] and "never_ran" not in cells
+
+
+def test_only_a_data_stage_of_an_evaluating_recipe_writes_no_report(tmp_path, cli):
+    """Nothing evaluated yet (a data stage alone): the run ends without a report instead of failing on it."""
+    result = cli(["recipe", "run", "tiny", f"run_dir={tmp_path}", "stages.data_if.n=8", "stages.data_if.holdout=2",
+                  "--only", "data_if"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "data_if" / "data.jsonl").is_file() and not (tmp_path / "report.md").exists()

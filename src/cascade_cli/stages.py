@@ -28,6 +28,7 @@ class StageKind:
     flags: tuple[str, ...]  # config keys the command takes as --flags (required ones first), in this order
     options: tuple[str, ...] = ()  # more optional --flags of the CLI command (`recipe plan` writes key=value)
     openrlhf_jobs: str | None = None  # "module:function": config -> its OpenRLHF jobs; None: local only
+    openrlhf_missing: str = ""  # local only: what OpenRLHF lacks to run this kind, and what would carry it
     produces_model: bool = True  # a policy: the next stage starts from it and the recipe evaluates it
     defaults_init: bool = True  # `init` defaults to the previous policy (prepare_data has none)
     # "module:function" for the checks a config class cannot make itself (a name in a registry outside
@@ -76,6 +77,15 @@ def load(target: str) -> Any:
 
 TRAINING_OPTIONS = ("engine", "dry_run", "restart")  # on every training command
 MODEL_KEYS = ("init", "reward_model")  # config keys that name a model spec
+# Read in OpenRLHF 0.11.2's source (README, Engines): the truncated importance weight is there
+# (--algo.advantage.is_correction_*), the teachers are not.
+MOPD_ON_OPENRLHF = (
+    "OpenRLHF 0.11.2 has no per-sample teacher: the only second model whose per-token log-probs reach the loss "
+    "is the KL reference, loaded from --actor.model_name_or_path (cli/train_ppo_ray.py) and applied to every "
+    "sample alike (RemoteExperienceMaker.make_experience), and an agent function returns one scalar reward per "
+    "sample; an experience maker holding one reference group per domain, loaded from the teacher checkpoints and "
+    "routing each sample by its label's domain, would carry it. Run this stage with engine: local"
+)
 
 # One row per kind: kind, config class, local runner, CLI words, --flags, more --options, OpenRLHF jobs.
 _KINDS = (
@@ -94,6 +104,9 @@ _KINDS = (
               f"{JOBS}:rlhf_jobs"),
     StageKind("rlvr", "cascade_cli.config.grpo:RLVRConfig", "cascade_cli.engines.local.grpo:run_rlvr",
               ("rlvr",), ("domain", "init", "data", "out"), ("eval_data", *TRAINING_OPTIONS), f"{JOBS}:rlvr_jobs"),
+    StageKind("distill", "cascade_cli.config.distill:DistillConfig", "cascade_cli.engines.local.distill:run_distill",
+              ("distill",), ("init", "teachers", "data", "out"), ("eval_data", *TRAINING_OPTIONS),
+              openrlhf_missing=MOPD_ON_OPENRLHF),
 )
 STAGE_KINDS: dict[str, StageKind] = {kind.kind: kind for kind in _KINDS}
 
@@ -110,6 +123,8 @@ def run_config(config: Any) -> dict[str, Any]:
 def openrlhf_builder(config: Any) -> Any:
     """The OpenRLHF job builder of a stage config's kind (config -> its jobs, in order)."""
     kind = STAGE_KINDS.get(config.kind)
+    if kind is not None and kind.openrlhf_missing:
+        raise CascadeUsageError(f"stage {config.name or config.kind}: engine openrlhf: {kind.openrlhf_missing}")
     if kind is None or kind.openrlhf_jobs is None:
         runs = ", ".join(name for name, entry in STAGE_KINDS.items() if entry.openrlhf_jobs)
         raise CascadeUsageError(

@@ -147,10 +147,43 @@ OverridesArg = Annotated[
 
 
 def _flag_type(hint: Any) -> Any:
-    """The click-facing type of a config field: its scalar, optional (the config supplies the default)."""
-    args = [arg for arg in typing.get_args(hint) if arg is not type(None)]
-    scalar = args[0] if type(None) in typing.get_args(hint) else hint
+    """The click-facing type of a config field: its scalar, optional (the config supplies the default); a
+    list or dict field is a repeatable string flag (`collection_values` reads it)."""
+    scalar = _unwrap_optional(hint)
+    if typing.get_origin(scalar) in (list, dict):
+        return list[str]
     return scalar if scalar in (bool, int, float) else str
+
+
+def _unwrap_optional(hint: Any) -> Any:
+    args = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+    return args[0] if type(None) in typing.get_args(hint) else hint
+
+
+def collection_values(config_cls: type, values: dict[str, Any]) -> dict[str, Any]:
+    """Flag values of list and dict fields as the config takes them: every occurrence of the flag holds one
+    or more comma-separated items, a dict's as KEY=VALUE (`--teachers if=A,math=B --data D1 --data D2`)."""
+    hints = typing.get_type_hints(config_cls)
+    out = dict(values)
+    for key, given_values in values.items():
+        origin = typing.get_origin(_unwrap_optional(hints.get(key)))
+        if origin not in (list, dict):
+            continue
+        if not given_values:  # a repeatable flag not given: the config's default
+            del out[key]
+            continue
+        items = [item.strip() for value in given_values for item in str(value).split(",") if item.strip()]
+        if origin is list:
+            out[key] = items
+            continue
+        pairs = {}
+        for item in items:
+            name, sep, value = (part.strip() for part in item.partition("="))
+            if not (name and sep and value):
+                raise CascadeUsageError(f"--{key.replace('_', '-')}: expected KEY=VALUE items, found {item!r}")
+            pairs[name] = value
+        out[key] = pairs
+    return out
 
 
 def field_option(config_cls: type, key: str, *, required: bool = False, names: tuple[str, ...] = ()) -> inspect.Parameter:

@@ -93,13 +93,21 @@ def report_command(
     fail_on_regression: Annotated[
         bool, typer.Option("--fail-on-regression", help="Exit 1 when a regression is flagged.")
     ] = False,
+    best: Annotated[
+        str | None,
+        typer.Option("--best", help="Only print the name of this benchmark's best stage (a tie: the later one)."),
+    ] = None,
 ) -> None:
-    """Write report.md (stage x benchmark table with deltas) and report.png (scores across stages).
+    """Write report.md (stage x benchmark table with deltas, each benchmark's best stage starred) and report.png
+    (scores across stages).
 
     Example: [bold]cascade report runs/tiny --max-regression 3[/]
     """
-    from cascade_cli.evaluation.report import write_report
+    from cascade_cli.evaluation.report import best_stage_of, write_report
 
+    if best is not None:
+        typer.echo(best_stage_of(run_dir, best))
+        return
     report = write_report(run_dir, max_regression=max_regression)
     stdout.print(Path(report["markdown"]).read_text())
     for regression in report["regressions"]:

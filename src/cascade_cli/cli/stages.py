@@ -15,6 +15,7 @@ from cascade_cli.cli.base import (
     OVERRIDES_COMMAND,
     OVERRIDES_SETTINGS,
     OverridesArg,
+    collection_values,
     field_option,
     given,
     keys_command,
@@ -44,6 +45,15 @@ def _done_reward_model(config: Any, summary: dict[str, Any]) -> str:
         )
     if summary.get("bad_rows_dropped"):
         line += f"  ({summary['bad_rows_dropped']} bad rows dropped)"
+    return line
+
+
+def _done_distill(config: Any, summary: dict[str, Any]) -> str:
+    line = f"[green]done[/]: {config.out}  steps {summary['steps']}"
+    for domain in config.teachers:
+        if f"heldout_accuracy_{domain}_after" in summary:
+            before, after = summary[f"heldout_accuracy_{domain}_before"], summary[f"heldout_accuracy_{domain}_after"]
+            line += f"  held-out {domain} {before:.3f} -> {after:.3f}"
     return line
 
 
@@ -86,6 +96,13 @@ HELP: dict[str, tuple[str, Callable[[Any, dict[str, Any]], str | None] | None]] 
         "--out runs/tiny/code_rl steps=15[/]",
         _done_rlvr,
     ),
+    "distill": (
+        "Multi-domain on-policy distillation (MOPD): the student samples, each prompt's domain routes it to its "
+        "teacher, and the loss follows the teacher's per-token log-probs of the sampled tokens.\n\n"
+        "Example: [bold]cascade distill --init runs/tiny/swe_rl --teachers if=runs/tiny/if_rl,math=runs/tiny/math_rl "
+        "--data runs/tiny/data_if --data runs/tiny/data_math --out runs/tiny/distill steps=10[/]",
+        _done_distill,
+    ),
 }
 
 
@@ -93,7 +110,10 @@ def run_stage(kind: StageKind, values: dict[str, Any], overrides: list[str]) -> 
     """Flags + key=value words -> the kind's config -> its engine; then the command's last line."""
     from cascade_cli.config.build import build_stage_config
 
-    config = build_stage_config(kind.config_class(), given(values), overrides, where=" ".join(kind.command))
+    config_cls = kind.config_class()
+    config = build_stage_config(
+        config_cls, collection_values(config_cls, given(values)), overrides, where=" ".join(kind.command)
+    )
     summary = run_config(config)
     done = HELP[kind.kind][1]
     line = done(config, summary) if done else None

@@ -136,10 +136,34 @@ def build_table(
     return benchmarks, table, labels, regressions
 
 
+def best_stage(scores: dict[str, float], stages: list[str]) -> str | None:
+    """The stage with the highest score among `stages` that have one; a tie goes to the later stage (the one
+    trained on more of the cascade). What the report stars and what `best:BENCHMARK` resolves to."""
+    scored = [stage for stage in stages if stage in scores]
+    return max(reversed(scored), key=lambda stage: scores[stage]) if scored else None
+
+
+def best_stage_of(run_dir: str | Path, benchmark: str) -> str:
+    """The name of `benchmark`'s best stage in a run directory's evaluations (`cascade report --best`)."""
+    stages, results = load_stage_results(run_dir)
+    benchmarks, table, _, _ = build_table(stages, results, max_regression=0.0)
+    if benchmark not in table:
+        raise CascadeUsageError(
+            f"run directory {run_dir}: no {benchmark!r} results (benchmarks: {', '.join(benchmarks)})"
+        )
+    return str(best_stage(table[benchmark], stages))
+
+
 def _cell(
-    name: str, stage: str, stages: list[str], table: dict[str, dict[str, float]], flagged: set, label: str | None
+    name: str,
+    stage: str,
+    stages: list[str],
+    table: dict[str, dict[str, float]],
+    flagged: set,
+    label: str | None,
+    best: str | None,
 ) -> str:
-    """`score (delta)`, with the stage's metric label when the stages' labels differ."""
+    """`score (delta)`, with the stage's metric label when the stages' labels differ, ★ on the best stage."""
     if stage not in table[name]:
         return "–"
     value = table[name][stage]
@@ -149,6 +173,8 @@ def _cell(
         text += f" ({value - table[name][earlier[-1]]:+.1f})"
     if label:
         text += f" [{label}]"
+    if stage == best:
+        text += " ★"
     return f"**{text}** ⚠" if (name, stage) in flagged else text
 
 
@@ -166,17 +192,24 @@ def render_markdown(
         f"# Cascade report: {run_dir.name}",
         "",
         "Score per benchmark after each stage (percent; in brackets the change from the previous stage; the "
-        "metric and its k beside the benchmark, or in each cell where the stages sampled differently).",
+        "metric and its k beside the benchmark, or in each cell where the stages sampled differently; ★ the "
+        "benchmark's best stage, what `best:BENCHMARK` names in a recipe).",
         "",
         "| Benchmark (metric) | " + " | ".join(stages) + " |",
         "|---|" + "---|" * len(stages),
     ]
     for name in benchmarks:
         shared = shared_label(labels[name])
+        best = best_stage(table[name], stages)
         cells = [
-            _cell(name, stage, stages, table, flagged, None if shared else labels[name].get(stage)) for stage in stages
+            _cell(name, stage, stages, table, flagged, None if shared else labels[name].get(stage), best)
+            for stage in stages
         ]
         lines.append(f"| {name}{f' ({shared})' if shared else ''} | " + " | ".join(cells) + " |")
+    lines += ["", "## Best stage per benchmark", ""]
+    for name in benchmarks:
+        best = best_stage(table[name], stages)
+        lines.append(f"- **{name}**: `{best}` ({table[name][best]:.1f})")
     lines += ["", f"## Regressions (drop of more than {max_regression:g} points after a stage)", ""]
     if regressions:
         lines += [
@@ -284,6 +317,7 @@ def write_report(
         "metric": {name: shared_label(per_stage) or "mixed" for name, per_stage in labels.items()},
         "labels": labels,
         "table": table,
+        "best": {name: best_stage(table[name], stages) for name in benchmarks},
         "regressions": regressions,
         "markdown": str(markdown_path),
         "plot": str(plot_path),

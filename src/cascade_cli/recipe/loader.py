@@ -17,6 +17,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from cascade_cli.config.structure import describe_error, parse_overrides, structure
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.recipe.lineage import check_references
 from cascade_cli.recipe.schema import RecipeConfig
 from cascade_cli.stages import STAGE_KINDS, StageKind
 
@@ -179,7 +180,9 @@ def load_recipe(path_or_name: str, overrides: list[str] | None = None) -> Recipe
     eval_config = structure(EvalConfig, resolved.get("eval") or {}, where=where, prefix="eval")
     if eval_config.after_each_stage:
         _check_benchmark_names(eval_config.benchmarks, where)
-    return Recipe(path=path, recipe=recipe, stages=stages, resolved=resolved, eval=eval_config)
+    loaded = Recipe(path=path, recipe=recipe, stages=stages, resolved=resolved, eval=eval_config)
+    check_references(loaded)  # `best:BENCHMARK` names an evaluated benchmark
+    return loaded
 
 
 def _check_benchmark_names(names: list[str], where: str) -> None:

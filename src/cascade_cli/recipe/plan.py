@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 
 from cascade_cli.config.eval import EvalSettings
 from cascade_cli.config.structure import to_plain
+from cascade_cli.recipe import lineage
 from cascade_cli.recipe.loader import Recipe, Stage
 
 _PLAIN_STRING = re.compile(r"^[A-Za-z_./][A-Za-z0-9_./:@+-]*$")
@@ -49,15 +50,23 @@ def _changed(values: dict[str, Any], defaults: dict[str, Any], prefix: str = "")
     return changes
 
 
+def _flag_items(value: Any) -> list[str]:
+    """A flag's words: a list's items and a dict's KEY=VALUE items each get the flag repeated."""
+    if isinstance(value, dict):
+        return [f"{key}={item}" for key, item in value.items()]
+    if isinstance(value, list):
+        return [str(item) for item in value]
+    return [] if value is None else [str(value)]
+
+
 def stage_argv(stage: Stage) -> list[str]:
     """`cascade <command> --flag value ... key=value ...` reproducing the stage's resolved config."""
     config = to_plain(stage.config)
     defaults = OmegaConf.to_container(OmegaConf.structured(stage.kind.config_class()), resolve=False)
     argv = ["cascade", *stage.kind.command]
     for flag in stage.kind.flags:
-        value = config.get(flag)
-        if value is not None:
-            argv += [f"--{flag.replace('_', '-')}", str(value)]
+        for item in _flag_items(config.get(flag)):
+            argv += [f"--{flag.replace('_', '-')}", item]
     for key, value in _changed(config, defaults):  # type: ignore[arg-type]
         if key in stage.kind.flags or key in _SKIPPED_KEYS:
             continue
@@ -87,15 +96,18 @@ def plan_lines(recipe: Recipe, stages: list[Stage] | None = None) -> list[str]:
     if recipe.evaluates and recipe.eval.include_base and whole_run:
         lines += ["# eval base", shlex.join(eval_argv(recipe, "base", recipe.recipe.model))]
     for stage in stages if stages is not None else recipe.stages:
+        stage, choices = lineage.resolve(recipe, stage, strict=False)  # `best:BENCHMARK`, when results exist
         if getattr(stage.config, "engine", "local") == "openrlhf":
             from cascade_cli.engines.openrlhf.runner import plan_commands
             from cascade_cli.stages import openrlhf_builder
 
             # The OpenRLHF commands themselves; the `cascade` command that emits them is the comment.
             lines.append(f"# stage {stage.name} ({stage.kind.kind}, engine openrlhf): {shlex.join(stage_argv(stage))}")
+            lines += [f"#   {choice}" for choice in choices]
             lines.extend(plan_commands(stage.config, openrlhf_builder(stage.config)))
         else:
             lines.append(f"# stage {stage.name} ({stage.kind.kind})")
+            lines += [f"#   {choice}" for choice in choices]
             lines.append(shlex.join(stage_argv(stage)))
         if recipe.evaluates and stage.kind.produces_model:
             lines.append(shlex.join(eval_argv(recipe, stage.name, stage.out)))

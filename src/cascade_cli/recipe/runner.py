@@ -21,10 +21,11 @@ from cascade_cli.checkpoint import MANIFEST_NAME, config_fingerprint, fingerprin
 from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console, print_done, print_skip
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
+from cascade_cli.recipe import lineage
 from cascade_cli.recipe.loader import Recipe, Stage
 
 RUN_MANIFEST = "run.json"
-INPUT_KEYS = ("init", "data", "reward_model", "eval_data", "source")
+INPUT_KEYS = ("init", "data", "reward_model", "eval_data", "source", "teachers")
 
 
 def input_fingerprint(value: str) -> str:
@@ -45,12 +46,22 @@ def stage_values(stage: Stage) -> dict[str, Any]:
     return config
 
 
+def _inputs(key: str, value: Any) -> dict[str, Any]:
+    """KEY -> value, or KEY.NAME / KEY.INDEX -> item for a mapping or a list of inputs (distill's teachers, data)."""
+    if isinstance(value, dict):
+        return {f"{key}.{name}": item for name, item in value.items()}
+    if isinstance(value, list):
+        return {f"{key}.{index}": item for index, item in enumerate(value)}
+    return {key: value}
+
+
 def stage_fingerprints(stage: Stage) -> tuple[str, dict[str, str]]:
     config = stage_values(stage)
     inputs = {
-        key: input_fingerprint(str(config[key]))
+        name: input_fingerprint(value)
         for key in INPUT_KEYS
-        if isinstance(config.get(key), str) and config.get(key)
+        for name, value in _inputs(key, config.get(key)).items()
+        if isinstance(value, str) and value
     }
     return config_fingerprint(config), inputs
 
@@ -159,6 +170,7 @@ def run_recipe(
         _evaluate(recipe, "base", recipe.recipe.model, manifest.setdefault("base", {}), run_dir)
         _write_run_manifest(run_dir, manifest)
     for stage in selected:
+        stage = lineage.resolve(recipe, stage)[0]  # `best:BENCHMARK` -> the checkpoint, from the evals so far
         fingerprints = stage_fingerprints(stage)
         if stage.name not in forced and is_up_to_date(records.get(stage.name), stage, fingerprints):
             print_skip(f"stage {stage.name} ({stage.kind.kind}): completed, same inputs")
@@ -197,11 +209,11 @@ def run_recipe(
         if recipe.evaluates and stage.kind.produces_model:
             _evaluate(recipe, stage.name, stage.out, records[stage.name], run_dir)
             _write_run_manifest(run_dir, manifest)
-    if recipe.evaluates:
+    if recipe.evaluates and any((run_dir / "eval").glob("*/results.json")):  # `--only DATA_STAGE`: none yet
         from cascade_cli.evaluation import write_report
 
         report = write_report(run_dir, max_regression=recipe.eval.max_regression)
-        manifest["report"] = {key: report[key] for key in ("markdown", "plot", "regressions")}
+        manifest["report"] = {key: report[key] for key in ("markdown", "plot", "regressions", "best")}
         _write_run_manifest(run_dir, manifest)
         print_done(f"{report['markdown']}  plot: {report['plot']}", label="report:")
     console.print(timing_table(manifest, [stage.name for stage in selected]))

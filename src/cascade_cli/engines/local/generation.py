@@ -25,7 +25,8 @@ will generate (`planned_tokens`) pay back the engine start, else `hf`.
 Contract of a `Completion`: `token_ids` are the generated ids and include the stop token when
 `finish_reason == "stop"` (so a trainer learns to emit it); `text` is their decoding with the stop string
 and special tokens removed; `logprob_sum` is the sum of the sampled tokens' log-probabilities under the
-model's unscaled distribution when `logprobs=True` was asked for, else None.
+model's unscaled distribution when `logprobs=True` was asked for, else None; the vLLM backend also gives
+them token by token (`token_logprobs`, for an importance weight between the rollout and training engines).
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ class Completion:
     token_ids: list[int]
     finish_reason: FinishReason
     logprob_sum: float | None = None
+    token_logprobs: list[float] | None = None  # vLLM with logprobs=True: each sampled token's log-prob
 
 
 @dataclass(frozen=True)
@@ -316,20 +318,18 @@ class Generator:
         for output in outputs:
             group = []
             for sample in output.outputs:
-                logprob_sum = None
+                token_logprobs = None
                 if logprobs and sample.logprobs is not None:
-                    logprob_sum = float(
-                        sum(
-                            entry[tok].logprob
-                            for entry, tok in zip(sample.logprobs, sample.token_ids, strict=True)
-                        )
-                    )
+                    token_logprobs = [
+                        float(entry[tok].logprob) for entry, tok in zip(sample.logprobs, sample.token_ids, strict=True)
+                    ]
                 group.append(
                     Completion(
                         text=sample.text,
                         token_ids=list(sample.token_ids),
                         finish_reason="stop" if sample.finish_reason == "stop" else "length",
-                        logprob_sum=logprob_sum,
+                        logprob_sum=None if token_logprobs is None else float(sum(token_logprobs)),
+                        token_logprobs=token_logprobs,
                     )
                 )
             groups.append(group)

@@ -20,6 +20,7 @@ The math lives in losses.py (pure functions) and logprobs.py (memory-safe log-pr
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,14 +28,8 @@ from typing import Any
 
 import torch
 
-from cascade_cli.checkpoint import MetricsLog, fingerprint_path, require_model_dir, write_manifest
-from cascade_cli.config.grpo import (
-    DOMAIN_MODES,
-    GRPOConfig,
-    PhaseConfig,
-    RLVRConfig,
-    resolve_phases,
-)
+from cascade_cli.checkpoint import MetricsLog, require_model_dir
+from cascade_cli.config.grpo import DOMAIN_MODES, GRPOConfig, PhaseConfig, RLVRConfig, resolve_phases
 from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console
 from cascade_cli.engines.local import (
@@ -45,6 +40,7 @@ from cascade_cli.engines.local import (
     precision,
     rl_data,
     rl_eval,
+    rl_records,
     rl_rewards,
 )
 from cascade_cli.engines.local.generation import Generator
@@ -73,6 +69,8 @@ class TrainSequence:
     response_ids: list[int]
     advantage: float
     keep: bool  # False: carries no loss (overlong-filtered)
+    domain: str | None = None  # the row's domain (distill routes it to its teacher)
+    rollout_logprobs: list[float] | None = None  # the rollout engine's per-token log-probs (vLLM), else None
 
 
 @dataclass
@@ -81,7 +79,7 @@ class Run:
 
     config: GRPOConfig
     init: str  # the resolved init checkpoint directory
-    domain: str
+    domain: str | None  # None: each row's own `domain` (distill)
     mode: str
     phases: list[PhaseConfig]
     rows: list[dict[str, Any]]
@@ -98,6 +96,12 @@ class Run:
     micro_batch: int = 32  # rows per forward/backward: train_micro_batch, or fewer (gradient_checkpointing: auto)
     generator: Generator | None = None
     bf16: bool = False  # training pass under bf16 autocast over fp32 weights (precision.py: `dtype: auto`)
+    # What another objective on this machinery plugs in (distill.py): the loss over one micro-batch
+    # (None: GRPO's `micro_step`), per-token log-probs from the rollout engine, the lr of each step (None:
+    # config.lr throughout).
+    loss_step: Callable[[Run, list[TrainSequence], int, float], dict[str, float]] | None = None
+    rollout_logprobs: bool = False
+    lr_schedule: Callable[[int], float] | None = None
     pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="reward"))
 
 
@@ -110,6 +114,9 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
     """Step `step + 1`: prompts -> rollouts -> rewards -> advantages and filters -> update -> sync -> metrics."""
     config, began = run.config, time.perf_counter()
     phase_index, phase = rl_data.phase_at(run.phases, step)
+    if run.lr_schedule is not None:
+        for param_group in run.optimizer.param_groups:
+            param_group["lr"] = run.lr_schedule(step)
     timer = {"generate": 0.0, "verify": 0.0, "verify_wait": 0.0}
     sampled: list[Group] = []  # every group generated this step, filtered or not
     kept: list[Group] = []  # the groups trained on
@@ -144,7 +151,7 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
     sync_began = time.perf_counter()
     lora.sync_weights(run.policy, run.generator)
     timer["sync"] = time.perf_counter() - sync_began
-    return step_metrics(run, phase_index, phase, sampled, kept, rounds, update, timer, began)
+    return rl_records.step_metrics(run, phase_index, phase, sampled, kept, rounds, update, timer, began)
 
 
 def generate_groups(run: Run, indices: list[int], positions: list[int], phase: PhaseConfig) -> list[Group]:
@@ -152,7 +159,7 @@ def generate_groups(run: Run, indices: list[int], positions: list[int], phase: P
     prompts = [render_row(run.rows[i], m, run.tokenizer) for i, m in zip(indices, modes, strict=True)]
     outputs = run.generator.generate(
         prompts, n=run.config.group_size, max_new_tokens=phase.max_response_len, temperature=phase.temperature,
-        top_p=run.config.top_p, top_k=run.config.top_k,
+        top_p=run.config.top_p, top_k=run.config.top_k, logprobs=run.rollout_logprobs,
     )
     return [
         Group(i, m, run.tokenizer.encode(p, add_special_tokens=False), out)
@@ -195,7 +202,7 @@ def policy_update(run: Run, groups: list[Group], temperature: float) -> dict[str
     """One optimizer step over every response of the step, micro-batched (gradient accumulation)."""
     config = run.config
     batch = [
-        TrainSequence(g.prompt_ids, c.token_ids, a, m)
+        TrainSequence(g.prompt_ids, c.token_ids, a, m, run.rows[g.row_index].get("domain"), c.token_logprobs)
         for g in groups
         for c, a, m in zip(g.completions, g.advantages, g.loss_mask, strict=True)
         if c.token_ids
@@ -203,20 +210,18 @@ def policy_update(run: Run, groups: list[Group], temperature: float) -> dict[str
     total_tokens = sum(len(s.response_ids) for s in batch if s.keep)
     normaliser = total_tokens if config.loss_aggregation != "sequence" else sum(s.keep for s in batch)
     run.optimizer.zero_grad(set_to_none=True)
-    entropy_sum = kl_sum = 0.0
+    sums = dict.fromkeys(["entropy_sum"] + (["kl_sum"] if run.reference is not None else []), 0.0)
     if total_tokens:
         for start in range(0, len(batch), run.micro_batch):
-            stats = micro_step(run, batch[start : start + run.micro_batch], normaliser, temperature)
-            entropy_sum += stats["entropy_sum"]
-            kl_sum += stats["kl_sum"]
+            stats = (run.loss_step or micro_step)(run, batch[start : start + run.micro_batch], normaliser, temperature)
+            for key, value in stats.items():
+                sums[key] = sums.get(key, 0.0) + value
     grad_norm = torch.nn.utils.clip_grad_norm_(run.policy.parameters(), config.max_grad_norm)
     if total_tokens:
         run.optimizer.step()
     denominator = max(total_tokens, 1)
-    out = {"entropy": entropy_sum / denominator, "grad_norm": float(grad_norm), "loss_tokens": total_tokens}
-    if run.reference is not None:
-        out["kl"] = kl_sum / denominator
-    return out
+    out = {key.removesuffix("_sum"): value / denominator for key, value in sums.items()}  # entropy[, kl, ...]
+    return {**out, "grad_norm": float(grad_norm), "loss_tokens": total_tokens}
 
 
 def sequence_logprobs(
@@ -247,47 +252,9 @@ def micro_step(run: Run, micro: list[TrainSequence], normaliser: int, temperatur
         kl_coef=config.kl_coef, entropy_coef=config.entropy_coef, aggregation=config.loss_aggregation,
     )
     loss.backward()
+    if run.reference is None:
+        del stats["kl_sum"]
     return stats
-
-
-def step_metrics(
-    run: Run, phase_index: int, phase: PhaseConfig, sampled: list[Group], kept: list[Group], rounds: int,
-    update: dict[str, float], timer: dict[str, float], began: float,
-) -> dict[str, Any]:
-    """The step's metrics.jsonl line. Rollout statistics cover every sampled group, filtered ones included."""
-    rewards = [r for g in sampled for r in g.rewards]
-    lengths = [len(c.token_ids) for g in sampled for c in g.completions]
-    truncated = [c.finish_reason == "length" for g in sampled for c in g.completions]
-    passed = [s.passed for g in sampled for s in g.scores]
-    filtering = run.config.dynamic_filter
-    reward_t = torch.tensor(rewards or [0.0], dtype=torch.float64)
-    wall = time.perf_counter() - began
-    return {
-        "phase": phase_index,
-        "epoch": run.sampler.epoch,
-        "reward_mean": float(reward_t.mean()),
-        "reward_std": float(reward_t.std()) if len(rewards) > 1 else 0.0,
-        "pass_rate": sum(passed) / max(len(passed), 1),
-        "groups": len(kept),  # trained on
-        "groups_sampled": len(sampled),
-        "generation_rounds": rounds,
-        "groups_filtered_frac": sum(g.uniform for g in sampled) / max(len(sampled), 1) if filtering else 0.0,
-        "zero_std_groups_frac": sum(g.uniform for g in kept) / max(len(kept), 1),
-        "response_len_mean": sum(lengths) / max(len(lengths), 1),
-        "response_len_max": max(lengths, default=0),
-        "truncation_ratio": sum(truncated) / max(len(truncated), 1),
-        **update,  # verify_errors, entropy, grad_norm, loss_tokens[, kl]
-        "lr": run.optimizer.param_groups[0]["lr"],
-        "temperature": phase.temperature,
-        "max_response_len": phase.max_response_len,
-        "tokens_per_s": sum(lengths) / wall,
-        "time_generate": timer["generate"],
-        "time_verify": timer["verify"],
-        "time_verify_wait": timer["verify_wait"],
-        "time_train": timer["train"],
-        "time_sync": timer["sync"],
-        "time_step": wall,
-    }
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -300,7 +267,7 @@ def build_run(
     rows: list[dict[str, Any]],
     reward: RewardHook,
     *,
-    domain: str,
+    domain: str | None,
     mode: str,
     eval_rows: list[dict[str, Any]] | None,
 ) -> Run:
@@ -359,7 +326,7 @@ def save_checkpoint(run: Run, step: int, config_dict: dict[str, Any], eval_befor
     extra["eval_before"] = eval_before
     checkpoint.save_state(
         run.config.out or "", step=step, config=config_dict, model=run.policy, optimizer=run.optimizer,
-        extra=extra, fingerprints=data_fingerprints(run.config, "data"),
+        extra=extra, fingerprints=rl_records.data_fingerprints(run.config, "data"),
     )
 
 
@@ -393,7 +360,7 @@ def train(run: Run, step: int, eval_before: dict | None, config_dict: dict[str, 
     summary: dict[str, Any] = {"steps": step, **{f"final_{k}": v for k, v in last.items()}}
     if run.eval_rows and eval_before is not None:
         after = rl_eval.evaluate(run)
-        for key in ("accuracy", "reward"):
+        for key in (key for key in after if key != "n"):  # accuracy, reward[, accuracy_DOMAIN, ... (distill)]
             summary[f"heldout_{key}_before"], summary[f"heldout_{key}_after"] = eval_before[key], after[key]
         summary["heldout_n"] = after["n"]
     summary["wall_s"] = time.perf_counter() - started
@@ -406,35 +373,18 @@ def train(run: Run, step: int, eval_before: dict | None, config_dict: dict[str, 
 # ---------------------------------------------------------------------------------------------------------
 
 
-def data_fingerprints(config: GRPOConfig, *names: str) -> dict[str, str]:
-    paths = {name: getattr(config, name) for name in names or ("data", "eval_data")}
-    return {name: fingerprint_path(path) for name, path in paths.items() if path}
-
-
-def stage_manifest(config: GRPOConfig, config_dict: dict[str, Any], summary: dict[str, Any], status: str) -> None:
-    write_manifest(
-        config.out or "",
-        stage=config.name or config.kind,
-        kind=config.kind,
-        config=config_dict,
-        init=config.init,
-        data_fingerprints=data_fingerprints(config),
-        metrics=summary,
-        status=status,
-        timings={"wall_s": summary.get("wall_s", 0.0)},
-    )
-
-
 def run_grpo(
     config: GRPOConfig,
     reward: RewardHook,
     *,
-    domain: str,
+    domain: str | None,
     mode: str,
     rows: list[dict[str, Any]],
     eval_rows: list[dict[str, Any]] | None = None,
+    setup: Callable[[Run], None] | None = None,
 ) -> dict[str, Any]:
-    """Train one GRPO stage with any reward hook and write the checkpoint directory + manifest.
+    """Train one GRPO stage with any reward hook and write the checkpoint directory + manifest. `setup`
+    adapts the built run before anything trains (distill.py: teachers, loss, lr schedule).
 
     The one resume rule (engines/local/checkpoint.py): unfinished with the same config -> resume from
     trainer_state/; completed with the same config -> print so and return its metrics without training; a
@@ -445,7 +395,7 @@ def run_grpo(
     try:
         begin = checkpoint.start(
             config.out, config_dict, kind=config.kind, restart=config.restart, resume=config.resume,
-            fingerprints=data_fingerprints(config, "data"),
+            fingerprints=rl_records.data_fingerprints(config, "data"),
         )
     except checkpoint.StageComplete as done:
         reward.close()
@@ -453,6 +403,8 @@ def run_grpo(
         return done.metrics
     try:
         run = build_run(config, rows, reward, domain=domain, mode=mode, eval_rows=eval_rows)
+        if setup is not None:
+            setup(run)
         if begin.resumed:
             checkpoint.load_state(begin, run.policy, run.optimizer)
             run.sampler.load_state(begin.extra["sampler"])
@@ -463,11 +415,11 @@ def run_grpo(
             planned_tokens=precision.planned_rollout_tokens(config, run.phases),
         )
         run.generator.set_rng_state(begin.extra.get("generator_rng"))
-        stage_manifest(config, config_dict, {}, "running")
+        rl_records.stage_manifest(config, config_dict, {}, "running")
         summary = train(run, begin.step, begin.extra.get("eval_before"), config_dict)
     finally:
         reward.close()
-    stage_manifest(config, config_dict, summary, "completed")
+    rl_records.stage_manifest(config, config_dict, summary, "completed")
     return summary
 
 

@@ -1,9 +1,12 @@
-"""GRPO's math as pure functions: training rewards, group advantages, the dynamic-filter test, the loss.
+"""GRPO's math as pure functions: training rewards, group advantages, the dynamic-filter test, the loss; and
+MOPD's loss (distill.py).
 
 No model, no state: each function maps numbers to numbers, so tests can check it against closed forms.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -63,3 +66,39 @@ def grpo_loss(
         kl = (kl * mask).sum()
     entropy_sum = float((entropy.detach() * mask).sum()) if entropy is not None else 0.0
     return loss, {"entropy_sum": entropy_sum, "kl_sum": float(kl.detach())}
+
+
+IMPORTANCE_GATE = (0.5, 2.0)  # Nemotron-Cascade 2 §4.4: tokens whose train/rollout ratio leaves this band get weight 0
+
+
+def mopd_loss(
+    logprobs: torch.Tensor,  # [B, T] the student's log-probs of the sampled tokens (with gradients)
+    teacher_logprobs: torch.Tensor,  # [B, T] each response's teacher's log-probs of the same tokens
+    rollout_logprobs: torch.Tensor,  # [B, T] the rollout engine's log-probs of the same tokens
+    mask: torch.Tensor,  # [B, T] 1 for tokens that carry loss
+    normaliser: int,  # loss tokens in the whole step
+    advantages: torch.Tensor | None = None,  # [B] task-reward group advantages (reward_weight > 0)
+    reward_weight: float = 0.0,
+    gate: tuple[float, float] = IMPORTANCE_GATE,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Multi-domain on-policy distillation (MOPD): -sum(w_t * a_t * log pi_student(y_t)) / normaliser with
+
+        a_t = sg[log pi_teacher(y_t) - log pi_student(y_t)]  (+ reward_weight * the response's group advantage)
+        w_t = sg[r_t] * 1[low <= r_t <= high],  r_t = pi_student(y_t) / pi_rollout(y_t)
+
+    a_t is the per-token reverse-KL signal: positive where the teacher likes the sampled token more than the
+    student. r_t corrects for the rollout engine computing other probabilities than the training pass (vLLM);
+    tokens where the two disagree by more than the gate carry no loss, but stay in the mean's denominator."""
+    advantage = (teacher_logprobs - logprobs).detach()
+    if reward_weight and advantages is not None:
+        advantage = advantage + reward_weight * advantages[:, None]
+    log_ratio = logprobs.detach() - rollout_logprobs
+    inside = (log_ratio >= math.log(gate[0])) & (log_ratio <= math.log(gate[1]))  # in log space: no exp rounding
+    weight = torch.where(inside, log_ratio.exp(), torch.zeros_like(log_ratio))
+    loss = -(weight * advantage * logprobs * mask).sum() / normaliser
+    teacher_advantage = ((teacher_logprobs - logprobs.detach()) * mask).sum()
+    return loss, {
+        "teacher_advantage_sum": float(teacher_advantage),
+        "importance_ratio_sum": float((log_ratio.exp() * mask).sum()),
+        "gated_out_sum": float((~inside * mask).sum()),
+    }

@@ -36,3 +36,11 @@ def warmup_cosine(total_steps: int, warmup_steps: int, lr: float, min_lr: float)
         return floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
     return factor
+
+
+def linear_warmup(step: int, lr: float, start_lr: float, warmup_steps: int) -> float:
+    """The learning rate of 0-based `step`: from `start_lr` at step 0 linearly up to `lr` at `warmup_steps`,
+    then `lr` (a pure function of the step, so a resumed run needs no scheduler state)."""
+    if warmup_steps <= 0 or step >= warmup_steps:
+        return lr
+    return start_lr + (lr - start_lr) * step / warmup_steps

@@ -27,29 +27,39 @@ from cascade_cli.records import row_prompt
 from cascade_cli.verifiers.base import RecordError, Verifier, parse_label
 
 
-def check_rows(rows: list[dict[str, Any]], verifier: Verifier | None, path: str | Path) -> None:
-    """Fail before training on a row without a prompt, or whose label the verifier cannot read."""
+def check_rows(
+    rows: list[dict[str, Any]], verifier: Verifier | dict[str, Verifier] | None, path: str | Path
+) -> None:
+    """Fail before training on a row without a prompt, or whose label the verifier cannot read. A mapping
+    domain -> verifier (distill) checks each row with its own domain's and requires a domain it has."""
     if not rows:
         raise CascadeUsageError(f"{path}: no rows")
+    per_domain = verifier if isinstance(verifier, dict) else None
     for number, row in enumerate(rows, start=1):
         where = f"{path}: row {number}" + (
             f" (id {row['id']!r})" if isinstance(row, dict) and "id" in row else ""
         )
         if not isinstance(row, dict):
             raise CascadeUsageError(f"{where}: expected a JSON object, found {type(row).__name__}")
+        if per_domain is not None and row.get("domain") not in per_domain:
+            raise CascadeUsageError(
+                f"{where}: domain: expected one of {', '.join(per_domain)} (the teachers' domains), "
+                f"found {row.get('domain')!r}"
+            )
+        row_verifier = per_domain[row["domain"]] if per_domain is not None else verifier
         if "prompt" not in row and "messages" not in row:
             raise CascadeUsageError(f"{where}: expected a 'prompt' or 'messages' field, found neither")
         try:
             prompt_messages(row_prompt(row))
         except (TypeError, KeyError) as error:
             raise CascadeUsageError(f"{where}: malformed prompt ({error})") from None
-        if verifier is None:
+        if row_verifier is None:
             continue
         try:
             label = parse_label(row)
         except RecordError as error:
             raise CascadeUsageError(f"{where}: {error}") from None
-        problem = verifier.check_label(label)
+        problem = row_verifier.check_label(label)
         if problem:
             raise CascadeUsageError(f"{where}: label: {problem}")
 

@@ -40,13 +40,14 @@ class RewardHook:
 class VerifierReward(RewardHook):
     """Rule-based rewards through `verifiers.verify_batch` (the same code path as `cascade verify`).
 
-    A verifier error on one record scores it 0 with `details["error"]`; it never raises.
+    A verifier error on one record scores it 0 with `details["error"]`; it never raises. `domain=None` scores
+    each record with its own domain's verifier (distill), `options` then being {domain: options}.
     """
 
-    def __init__(self, domain: str, workers: int = 1, options: dict[str, Any] | None = None) -> None:
+    def __init__(self, domain: str | None, workers: int = 1, options: dict[str, Any] | None = None) -> None:
         self.domain = domain
         self.workers = workers
-        self.options = {domain: dict(options or {})}
+        self.options = {domain: dict(options or {})} if domain else dict(options or {})
 
     def score(self, records: list[dict[str, Any]]) -> list[Score]:
         return verify_batch(records, domain=self.domain, workers=self.workers, options=self.options)
@@ -70,13 +71,13 @@ class Group:
         return is_uniform(self.rewards, self.loss_mask)
 
 
-def group_records(groups: list[Group], rows: list[dict[str, Any]], domain: str) -> list[dict[str, Any]]:
-    """The rollout records of the groups' responses, with ids `ROW_ID#j`."""
+def group_records(groups: list[Group], rows: list[dict[str, Any]], domain: str | None) -> list[dict[str, Any]]:
+    """The rollout records of the groups' responses, with ids `ROW_ID#j` (domain None: each row's own)."""
     return [
         rollout_record(
             rows[g.row_index],
             c.text,
-            domain=domain,
+            domain=domain or rows[g.row_index]["domain"],
             mode=g.mode,
             finish_reason=c.finish_reason,
             record_id=f"{rows[g.row_index].get('id', g.row_index)}#{j}",

@@ -1,0 +1,91 @@
+"""`cascade distill`: multi-domain on-policy distillation (Nemotron-Cascade 2 §4.4, MOPD).
+
+The student samples on-policy; each prompt's row `domain` routes it to that domain's teacher (an earlier
+checkpoint of the same cascade, e.g. the best one on the domain's benchmark); the loss is GRPO's machinery
+with the per-token advantage a_t = log pi_teacher(y_t) - log pi_student(y_t). Defaults are the paper's MOPD
+settings (its first setting: 4 rollouts x 128 prompts; later 1 x 512), so a recipe scales them down for a CPU.
+Every other key is GRPO's (LoRA, bf16, chunked log-probs, rollout backend, checkpointing, resume).
+"""
+
+# ruff: noqa: UP045  (OmegaConf 2.3 reads `Optional[X]`, not `X | None`)
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from omegaconf import MISSING
+
+from cascade_cli.config.grpo import GRPOConfig
+from cascade_cli.errors import CascadeUsageError
+
+
+@dataclass
+class DistillConfig(GRPOConfig):
+    """GRPO's keys with MOPD's defaults; `teachers` and `data` name the domains."""
+
+    kind: str = "distill"
+    # Domain -> teacher checkpoint, e.g. {if: runs/x/if_rl, math: runs/x/math_rl}; in a recipe also
+    # `best:BENCHMARK` (the stage checkpoint that scored best on it in this run's evaluations). Every teacher
+    # must share the student's tokenizer.
+    teachers: dict[str, str] = MISSING
+    # RL rows (prompt + label + domain): .jsonl/.parquet files or prepare-data directories, one per domain or
+    # mixed; each row's `domain` must have a teacher.
+    data: list[str] = MISSING
+    # Held-out rows of any of the domains: greedy accuracy per domain before and after the stage.
+    eval_data: list[str] = field(default_factory=list)
+    # Held-out rows scored per domain (unset: all of each domain's).
+    eval_limit: Optional[int] = None
+    # Prompt mode; row: each row's own `mode`, else its domain's RL mode (if: no_think; math, code, swe: think).
+    mode: Optional[str] = "row"
+    # Optimizer steps (paper: about 50; AIME25 peaked within 30).
+    steps: int = 50
+    # Prompts per step (paper: 128, with 4 rollouts each; later 512 x 1).
+    prompts_per_step: int = 128
+    # Rollouts per prompt (paper: 4).
+    group_size: int = 4
+    # Learning rate after the warm-up, then constant (paper: 2e-6; its Table 8: 3e-6).
+    lr: float = 2e-6
+    # Steps of the linear warm-up from warmup_start_lr to lr (paper: 30).
+    warmup_steps: int = 30
+    # Learning rate of the first step (paper: 2e-7).
+    warmup_start_lr: float = 2e-7
+    # Rollout temperature: 1 samples the student's own distribution, the one its log-probs are taken under.
+    temperature: float = 1.0
+    # Rollout nucleus sampling (1.0: off, the student's own distribution).
+    top_p: float = 1.0
+    # Weight of the task reward's group advantage added to every token's teacher advantage (paper: 0).
+    reward_weight: float = 0.0
+    # Importance weights r_t = pi_train / pi_rollout below this carry no loss (paper: 0.5).
+    importance_low: float = 0.5
+    # Importance weights above this carry no loss (paper: 2.0).
+    importance_high: float = 2.0
+    # Options per domain's verifier, e.g. {code: {all_tests: true}}.
+    verifier_options: dict[str, dict] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0 < self.importance_low <= 1 <= self.importance_high:
+            raise CascadeUsageError(
+                f"importance_low, importance_high: expected 0 < low <= 1 <= high, found "
+                f"{self.importance_low}, {self.importance_high}"
+            )
+        if self.reward_weight < 0:
+            raise CascadeUsageError(f"reward_weight: expected 0 or more, found {self.reward_weight}")
+        if self.warmup_steps < 0 or self.warmup_start_lr < 0:
+            raise CascadeUsageError(
+                f"warmup_steps, warmup_start_lr: expected 0 or more, found {self.warmup_steps}, {self.warmup_start_lr}"
+            )
+        for key in ("dynamic_filter", "epoch_filter"):
+            if getattr(self, key):
+                raise CascadeUsageError(
+                    f"{key}: distill learns from every rollout's tokens (no group is without signal); found true"
+                )
+        if self.kl_coef or self.entropy_coef:
+            raise CascadeUsageError(
+                "kl_coef, entropy_coef: distill's loss has neither term (the teachers anchor the student); "
+                f"found {self.kl_coef}, {self.entropy_coef}"
+            )
+        if self.loss_aggregation != "token":
+            raise CascadeUsageError(
+                f"loss_aggregation: distill's loss is the mean over tokens (token); found {self.loss_aggregation!r}"
+            )

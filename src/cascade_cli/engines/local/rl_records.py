@@ -1,0 +1,81 @@
+"""What an RL stage writes besides its weights: each step's metrics.jsonl line, the stage manifest and the
+fingerprints of its data (GRPO, RLHF and distill alike)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from cascade_cli.checkpoint import fingerprint_path, write_manifest
+from cascade_cli.config.grpo import GRPOConfig, PhaseConfig
+from cascade_cli.engines.local.rl_rewards import Group
+
+if TYPE_CHECKING:
+    from cascade_cli.engines.local.grpo import Run
+
+
+def step_metrics(
+    run: Run, phase_index: int, phase: PhaseConfig, sampled: list[Group], kept: list[Group], rounds: int,
+    update: dict[str, float], timer: dict[str, float], began: float,
+) -> dict[str, Any]:
+    """The step's metrics.jsonl line. Rollout statistics cover every sampled group, filtered ones included."""
+    rewards = [r for g in sampled for r in g.rewards]
+    lengths = [len(c.token_ids) for g in sampled for c in g.completions]
+    truncated = [c.finish_reason == "length" for g in sampled for c in g.completions]
+    passed = [s.passed for g in sampled for s in g.scores]
+    filtering = run.config.dynamic_filter
+    reward_t = torch.tensor(rewards or [0.0], dtype=torch.float64)
+    wall = time.perf_counter() - began
+    return {
+        "phase": phase_index,
+        "epoch": run.sampler.epoch,
+        "reward_mean": float(reward_t.mean()),
+        "reward_std": float(reward_t.std()) if len(rewards) > 1 else 0.0,
+        "pass_rate": sum(passed) / max(len(passed), 1),
+        "groups": len(kept),  # trained on
+        "groups_sampled": len(sampled),
+        "generation_rounds": rounds,
+        "groups_filtered_frac": sum(g.uniform for g in sampled) / max(len(sampled), 1) if filtering else 0.0,
+        "zero_std_groups_frac": sum(g.uniform for g in kept) / max(len(kept), 1),
+        "response_len_mean": sum(lengths) / max(len(lengths), 1),
+        "response_len_max": max(lengths, default=0),
+        "truncation_ratio": sum(truncated) / max(len(truncated), 1),
+        **update,  # verify_errors, entropy, grad_norm, loss_tokens[, kl]
+        "lr": run.optimizer.param_groups[0]["lr"],
+        "temperature": phase.temperature,
+        "max_response_len": phase.max_response_len,
+        "tokens_per_s": sum(lengths) / wall,
+        "time_generate": timer["generate"],
+        "time_verify": timer["verify"],
+        "time_verify_wait": timer["verify_wait"],
+        "time_train": timer["train"],
+        "time_sync": timer["sync"],
+        "time_step": wall,
+    }
+
+
+def data_fingerprints(config: GRPOConfig, *names: str) -> dict[str, str]:
+    prints = {}
+    for name in names or ("data", "eval_data"):
+        paths = getattr(config, name)
+        if isinstance(paths, str) or paths is None:
+            prints[name] = fingerprint_path(paths) if paths else None
+        else:  # several files (distill): NAME.0, NAME.1, ...
+            prints.update({f"{name}.{index}": fingerprint_path(path) for index, path in enumerate(paths)})
+    return {name: value for name, value in prints.items() if value}
+
+
+def stage_manifest(config: GRPOConfig, config_dict: dict[str, Any], summary: dict[str, Any], status: str) -> None:
+    write_manifest(
+        config.out or "",
+        stage=config.name or config.kind,
+        kind=config.kind,
+        config=config_dict,
+        init=config.init,
+        data_fingerprints=data_fingerprints(config),
+        metrics=summary,
+        status=status,
+        timings={"wall_s": summary.get("wall_s", 0.0)},
+    )

@@ -1,0 +1,241 @@
+"""MOPD (`cascade distill`): the loss against closed forms, routing by domain, teachers frozen and loaded once,
+a self-copy teacher that teaches nothing, a teacher that answers a tiny math task pulling the student to it,
+the tokenizer check, and `recipe plan` on engine openrlhf."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from cascade_cli import verifiers
+from cascade_cli.checkpoint import read_manifest, read_metrics
+from cascade_cli.config.distill import DistillConfig
+from cascade_cli.config.sft import SFTConfig
+from cascade_cli.engines.local import distill
+from cascade_cli.engines.local.grpo import TrainSequence, sequence_logprobs
+from cascade_cli.engines.local.logprobs import response_hidden, token_logprobs
+from cascade_cli.engines.local.losses import mopd_loss
+from cascade_cli.engines.local.model_io import load_model, load_tokenizer
+from cascade_cli.engines.local.optim import linear_warmup
+from cascade_cli.engines.local.sft import run_sft
+from cascade_cli.jsonl import write_jsonl
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_grpo_support import build_model_dir, toy_rows  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def one_thread(monkeypatch):
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    monkeypatch.setenv("CASCADE_THREADS", "1")
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def toy_verifier(monkeypatch):
+    monkeypatch.setitem(verifiers._REGISTRY, "math", "test_grpo_support:LetterVerifier")
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("distill-models")
+    return {seed: build_model_dir(root / f"tiny-{seed}", seed=seed) for seed in (0, 1, 2)}
+
+
+# ---- the loss ---------------------------------------------------------------------------------------------
+
+
+def test_loss_on_a_toy_vocabulary_matches_its_closed_form():
+    """Student, teacher and rollout distributions over 4 tokens; every gradient is -w a (onehot - p) / N."""
+    torch.manual_seed(0)
+    logits = torch.randn(2, 3, 4, requires_grad=True)  # the student's, per position
+    teacher = torch.randn(2, 3, 4).log_softmax(-1)
+    tokens = torch.tensor([[0, 1, 2], [3, 3, 0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])  # the last token is padding (its ratio inside the gate)
+    student_all = logits.log_softmax(-1)
+    logprobs = student_all.gather(-1, tokens[..., None]).squeeze(-1)
+    teacher_logprobs = teacher.gather(-1, tokens[..., None]).squeeze(-1)
+    rollout = logprobs.detach() - torch.tensor([[0.0, 0.3, -0.4], [0.1, 0.0, 0.2]])  # ratios e^0, e^.3, ...
+    loss, stats = mopd_loss(logprobs, teacher_logprobs, rollout, mask, normaliser=5)
+
+    advantage = (teacher_logprobs - logprobs).detach()
+    weight = torch.exp(logprobs.detach() - rollout)  # all inside [0.5, 2]: only the mask silences the padding
+    expected_loss = -(weight * advantage * logprobs * mask).sum() / 5
+    assert float(loss.detach()) == pytest.approx(float(expected_loss), rel=1e-6)
+    (grad,) = torch.autograd.grad(loss, logits)
+    onehot = torch.nn.functional.one_hot(tokens, 4).float()
+    closed_form = -(weight * advantage * mask / 5)[..., None] * (onehot - student_all.exp().detach())
+    assert torch.allclose(grad, closed_form, atol=1e-7)
+    assert grad[1, 2].abs().sum() == 0  # the masked token moves nothing
+    # The sign: where the teacher likes the sampled token more than the student, a gradient step raises it.
+    raised = advantage * mask > 0
+    assert raised.any() and (~raised & (mask > 0)).any()
+    step = -grad  # gradient descent's direction on the logits
+    chosen = (step * onehot).sum(-1)
+    assert torch.all(chosen[raised] > 0) and torch.all(chosen[~raised & (mask > 0)] < 0)
+    assert stats["teacher_advantage_sum"] == pytest.approx(float((advantage * mask).sum()), rel=1e-6)
+    assert stats["gated_out_sum"] == 0
+
+
+def test_importance_gate_keeps_ratios_from_half_to_two():
+    """r_t = 0.49 and 2.01 carry no loss (nor gradient); 0.5, 1 and 2.0 are weighted by themselves."""
+    ratios = [0.49, 0.5, 1.0, 2.0, 2.01]
+    logprobs = torch.log(torch.tensor([ratios])).requires_grad_(True)  # rollout log-probs 0: r_t = e^logprob
+    teacher = logprobs.detach() + 1.0  # a_t = 1 everywhere
+    loss, stats = mopd_loss(logprobs, teacher, torch.zeros(1, 5), torch.ones(1, 5), normaliser=5)
+    (grad,) = torch.autograd.grad(loss, logprobs)
+    expected = torch.tensor([[0.0, 0.5, 1.0, 2.0, 0.0]]) * -1.0 / 5  # -w_t a_t / N
+    assert torch.allclose(grad, expected, atol=1e-7)
+    assert stats["gated_out_sum"] == 2
+    assert float(loss.detach()) == pytest.approx(-sum(w * math.log(r) for w, r in zip([0, 0.5, 1, 2, 0], ratios, strict=True)) / 5)
+
+
+def test_task_reward_adds_its_group_advantage_with_its_weight():
+    logprobs = torch.log(torch.tensor([[0.2, 0.5], [0.4, 0.1]])).requires_grad_(True)
+    teacher = logprobs.detach().clone()  # a_t = 0 from the teacher
+    mask = torch.ones(2, 2)
+    group = torch.tensor([1.0, -1.0])
+    without, _ = mopd_loss(logprobs, teacher, logprobs.detach(), mask, 4, group, reward_weight=0.0)
+    assert torch.autograd.grad(without, logprobs)[0].abs().sum() == 0
+    loss, _ = mopd_loss(logprobs, teacher, logprobs.detach(), mask, 4, group, reward_weight=0.5)
+    (grad,) = torch.autograd.grad(loss, logprobs)
+    assert torch.allclose(grad, torch.tensor([[-0.125, -0.125], [0.125, 0.125]]))
+
+
+def test_learning_rate_warms_up_linearly_then_holds():
+    lrs = [linear_warmup(step, 2e-6, 2e-7, 30) for step in (0, 15, 30, 49)]
+    assert lrs == pytest.approx([2e-7, 1.1e-6, 2e-6, 2e-6])
+    assert linear_warmup(0, 1e-3, 0.0, 0) == 1e-3
+
+
+# ---- routing and teachers ---------------------------------------------------------------------------------
+
+
+def test_each_response_is_scored_by_its_own_domains_teacher(models):
+    """A micro-batch mixing two domains: every row's teacher log-probs equal its domain's teacher alone on it."""
+    math_teacher = load_model(models[1], device="cpu").eval()
+    if_teacher = load_model(models[2], device="cpu").eval()
+    with torch.no_grad():  # random-init models are all near uniform: make this one's distribution peaked
+        if_teacher.get_output_embeddings().weight.mul_(30.0)
+    run = SimpleNamespace(config=DistillConfig(), device="cpu", bf16=False, pad_id=0)
+    prompt_a, prompt_b = [5, 6, 7], [8, 9]
+    micro = [
+        TrainSequence(prompt_a, [11, 12, 13], 0.0, True, "math"),
+        TrainSequence(prompt_a, [14, 15], 0.0, True, "math"),
+        TrainSequence(prompt_b, [16, 17, 18, 19], 0.0, True, "if"),
+        TrainSequence(prompt_a, [20], 0.0, True, "math"),
+    ]
+    with torch.no_grad():
+        routed = distill.teacher_logprobs({"math": math_teacher, "if": if_teacher}, micro, run, width=4)
+    for row, sequence in enumerate(micro):
+        teacher = math_teacher if sequence.domain == "math" else if_teacher
+        other = if_teacher if sequence.domain == "math" else math_teacher
+        with torch.no_grad():
+            hidden, tokens, _ = response_hidden(teacher, [sequence.prompt_ids], [sequence.response_ids], 0, "cpu")
+            alone = token_logprobs(hidden, teacher.get_output_embeddings(), tokens)[0][0]
+            wrong = sequence_logprobs(other, [sequence], 1.0, run)[0][0]
+        width = len(sequence.response_ids)
+        assert torch.allclose(routed[row, :width], alone, atol=1e-5)
+        assert (routed[row, :width] - wrong).abs().max() > 0.1
+        assert routed[row, width:].abs().sum() == 0
+
+
+def test_teachers_load_once_frozen_and_shared_by_domains_naming_one_checkpoint(models):
+    teachers = distill.load_teachers({"if": models[1], "math": models[1], "code": models[2]}, "auto", "cpu")
+    assert teachers["if"] is teachers["math"] and teachers["code"] is not teachers["if"]
+    for teacher in teachers.values():
+        assert not teacher.training and not any(p.requires_grad for p in teacher.parameters())
+
+
+def test_a_row_whose_domain_has_no_teacher_is_a_usage_error(tmp_path, models, cli, toy_verifier):
+    write_jsonl(tmp_path / "rows.jsonl", toy_rows(3) + [{"id": "x", "domain": "code", "prompt": "p", "label": {}}])
+    result = cli(["distill", "--init", models[0], "--teachers", f"math={models[1]}", "--data", tmp_path / "rows.jsonl",
+                  "--out", tmp_path / "out"])  # fmt: skip
+    assert result.exit_code == 2
+    assert "rows.jsonl: row 4 (id 'x'): domain: expected one of math (the teachers' domains), found 'code'" in result.output
+
+
+def test_a_teacher_with_another_tokenizer_is_an_exit_2_error_naming_both(tmp_path, models, smollm2_dir, cli):
+    write_jsonl(tmp_path / "rows.jsonl", toy_rows(4))
+    result = cli(["distill", "--init", models[0], "--teachers", f"math={smollm2_dir}", "--data", tmp_path / "rows.jsonl",
+                  "--out", tmp_path / "out"])  # fmt: skip
+    assert result.exit_code == 2, result.output
+    message = " ".join(result.output.split())
+    assert f"teachers.math: {smollm2_dir} has another tokenizer than the student {models[0]}" in message
+    assert not (tmp_path / "out").exists()  # nothing was loaded or written
+
+
+def test_distill_on_engine_openrlhf_plans_exit_2_naming_the_missing_piece(cli):
+    result = cli(["recipe", "plan", "tiny", "--only", "distill", "stages.distill.engine=openrlhf"])
+    assert result.exit_code == 2
+    message = " ".join(result.output.split())
+    assert "engine openrlhf: OpenRLHF 0.11.2 has no per-sample teacher" in message
+    assert "an experience maker holding one reference group per domain" in message
+
+
+# ---- what training does -----------------------------------------------------------------------------------
+
+
+def distill_config(tmp_path: Path, student: Path, teachers: dict[str, Path], rows: Path, **overrides) -> DistillConfig:
+    values = dict(
+        init=str(student), teachers={k: str(v) for k, v in teachers.items()}, data=[str(rows)], out=str(tmp_path / "out"),
+        steps=3, prompts_per_step=4, group_size=4, max_response_len=8, lr=1e-2, warmup_steps=0, seed=0,
+    )
+    values.update(overrides)
+    return DistillConfig(**values)
+
+
+def test_a_self_copy_teacher_has_zero_advantage_and_the_student_does_not_move(tmp_path, models, toy_verifier):
+    write_jsonl(tmp_path / "rows.jsonl", toy_rows(16))
+    summary = distill.run_distill(distill_config(tmp_path, models[0], {"math": models[0]}, tmp_path / "rows.jsonl"))
+    metrics = read_metrics(tmp_path / "out")
+    assert [m["step"] for m in metrics] == [1, 2, 3] and summary["steps"] == 3
+    assert all(m["teacher_advantage"] == 0.0 and m["gated_out"] == 0.0 and m["loss_tokens"] > 0 for m in metrics)
+    assert all(m["importance_ratio"] == 1.0 for m in metrics)  # the hf loop samples from the trained module
+    assert all(m["grad_norm"] == 0.0 for m in metrics)
+    before, after = load_file(models[0] / "model.safetensors"), load_file(tmp_path / "out" / "model.safetensors")
+    assert all(after[name].equal(before[name]) for name in before)
+    assert read_manifest(tmp_path / "out")["kind"] == "distill"
+
+
+def test_the_student_moves_toward_a_teacher_that_answers_a_tiny_math_task(tmp_path, models, toy_verifier):
+    """The teacher is the student's init fine-tuned to answer `\\boxed{5}`; distilling raises the student's
+    likelihood of that answer and lowers its reverse KL to the teacher on its own samples."""
+    prompts = [f"Calculate {a} + {b}." for a, b in ((2, 3), (1, 4), (4, 1), (3, 2))]
+    messages = [[{"role": "user", "content": p}, {"role": "assistant", "content": "\\boxed{5}"}] for p in prompts]
+    write_jsonl(tmp_path / "sft.jsonl", [{"messages": m, "mode": "no_think"} for m in messages] * 20)
+    run_sft(SFTConfig(init=str(models[0]), data=str(tmp_path / "sft.jsonl"), out=str(tmp_path / "teacher"),
+                      lr=3e-3, max_steps=60, batch_size=8, bf16=False))  # fmt: skip
+    rows = [{"id": f"m{i}", "domain": "math", "mode": "no_think", "prompt": p, "label": {"answer": "5"}}
+            for i, p in enumerate(prompts)]  # fmt: skip
+    write_jsonl(tmp_path / "rows.jsonl", rows)
+    config = distill_config(tmp_path, models[0], {"math": tmp_path / "teacher"}, tmp_path / "rows.jsonl",
+                            steps=12, max_response_len=12, lr=1e-2)  # fmt: skip
+    distill.run_distill(config)
+
+    def answer_logprob(model_dir: Path) -> float:
+        tokenizer, model = load_tokenizer(model_dir), load_model(model_dir, device="cpu").eval()
+        from cascade_cli.chat import render_prompt
+
+        total = 0.0
+        for prompt in prompts:
+            ids = tokenizer.encode(render_prompt(prompt, "no_think", tokenizer), add_special_tokens=False)
+            answer = tokenizer.encode("\\boxed{5}<|im_end|>", add_special_tokens=False)
+            with torch.no_grad():
+                hidden, tokens, _ = response_hidden(model, [ids], [answer], 0, "cpu")
+                total += float(token_logprobs(hidden, model.get_output_embeddings(), tokens)[0].sum())
+        return total / len(prompts)
+
+    before, after, teacher = (answer_logprob(p) for p in (models[0], tmp_path / "out", tmp_path / "teacher"))
+    assert teacher > -1.0  # the teacher answers the task
+    assert after > before + 5.0, (before, after)  # the student moved toward it
+    reverse_kl = [-m["teacher_advantage"] for m in read_metrics(tmp_path / "out")]
+    assert sum(reverse_kl[-3:]) < 0.8 * sum(reverse_kl[:3]), reverse_kl
