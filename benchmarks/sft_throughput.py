@@ -269,7 +269,7 @@ def main() -> None:
 
     from cascade_cli.engines.local.model_io import configure_threads, quiet_transformers
     from cascade_cli.jsonl import write_jsonl
-    from cascade_cli.tiny import resolve_model
+    from cascade_cli.models.tiny import resolve_model
 
     args.threads = configure_threads(args.threads or None)
     quiet_transformers()

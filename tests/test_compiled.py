@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cascade_cli import tiny
 from cascade_cli.checkpoint import read_metrics
 from cascade_cli.cli import app
 from cascade_cli.engines.local import compiled, model_io
+from cascade_cli.models import tiny
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_sft import math_rows, write_rows  # noqa: E402

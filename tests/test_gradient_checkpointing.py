@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from cascade_cli import tiny
 from cascade_cli.config.build import build_stage_config
 from cascade_cli.config.common import LoRAConfig
 from cascade_cli.config.grpo import RLVRConfig
@@ -21,6 +20,7 @@ from cascade_cli.engines.local.reward_model import bradley_terry_loss, load_rewa
 from cascade_cli.engines.local.rl_rewards import RewardHook
 from cascade_cli.engines.local.sft import step_loss
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.models import tiny
 from cascade_cli.verifiers.base import Score
 
 SMOLLM2 = Path("/work/models/smollm2-135m")

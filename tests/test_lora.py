@@ -13,7 +13,6 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from cascade_cli import tiny
 from cascade_cli.checkpoint import read_manifest
 from cascade_cli.config.common import LoRAConfig
 from cascade_cli.config.sft import SFTConfig
@@ -24,6 +23,7 @@ from cascade_cli.engines.local.reward_model import (
     load_reward_model,
     rewards_of,
 )
+from cascade_cli.models import tiny
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_grpo_support import LetterVerifier, toy_rows  # noqa: E402,F401

@@ -23,7 +23,7 @@ from cascade_cli.config.structure import structure
 from cascade_cli.engines.local import reward_model as rm
 from cascade_cli.engines.local.rlhf import zscore_tanh
 from cascade_cli.jsonl import write_jsonl
-from cascade_cli.serve import RewardService
+from cascade_cli.serve.server import RewardService
 
 sys.path.insert(0, str(Path(__file__).parent))
 from service_thread import ServiceThread  # noqa: E402

@@ -15,7 +15,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from cascade_cli import chat, tiny
+from cascade_cli import chat
 from cascade_cli.checkpoint import read_manifest, read_metrics
 from cascade_cli.cli import app
 from cascade_cli.config.build import build_stage_config
@@ -24,6 +24,7 @@ from cascade_cli.engines.local import heldout_eval, model_io
 from cascade_cli.engines.local.sft import run_sft, step_loss
 from cascade_cli.engines.local.sft_data import BatchStream, Cursor, collate, load_examples, plan_epoch
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.models import tiny
 
 
 def math_rows(n: int, seed: int) -> list[dict]:

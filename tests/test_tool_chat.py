@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cascade_cli import chat, tiny
+from cascade_cli import chat
 from cascade_cli.checkpoint import read_metrics
 from cascade_cli.config.build import build_stage_config
 from cascade_cli.config.sft import SFTConfig
@@ -19,6 +19,7 @@ from cascade_cli.data.tiny import tools as tiny_tools
 from cascade_cli.engines.local import model_io
 from cascade_cli.engines.local.sft import run_sft
 from cascade_cli.engines.local.sft_data import load_examples
+from cascade_cli.models import tiny
 
 FIXTURES = Path(__file__).parent / "data" / "formats"
 

@@ -56,9 +56,9 @@ from cascade_cli.engines.local.model_io import (
 from cascade_cli.engines.local.rl_data import KeepRate, PromptSampler, prompt_mode, render_row
 from cascade_cli.engines.local.rl_rewards import Group, RewardHook
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.models.tiny import resolve_model
 from cascade_cli.progress import Progress
 from cascade_cli.records import HELDOUT_FILE, load_rows
-from cascade_cli.tiny import resolve_model
 from cascade_cli.verifiers import Score
 from cascade_cli.verifiers.batch import load_verifier
 

@@ -12,8 +12,8 @@ from cascade_cli.chat import adopt_template
 from cascade_cli.config.common import TrainerConfig
 from cascade_cli.cpu_load import busy_cores
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.models.tiny import resolve_model
 from cascade_cli.progress import verbose
-from cascade_cli.tiny import resolve_model
 
 _DTYPES = ("float32", "bfloat16", "float16", "auto")
 

@@ -41,9 +41,9 @@ from cascade_cli.engines.local.model_io import (
     quiet_transformers,
 )
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.models.tiny import resolve_model
 from cascade_cli.progress import Progress
 from cascade_cli.records import HELDOUT_FILE, load_rows, resolve_rows_path
-from cascade_cli.tiny import resolve_model
 
 SCORE_HEAD = "score"  # OpenRLHF's value_head_prefix default; also HF's ...ForSequenceClassification head
 

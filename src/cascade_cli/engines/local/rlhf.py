@@ -26,8 +26,8 @@ from cascade_cli.engines.local.reward_model import load_reward_model, rm_text, s
 from cascade_cli.engines.local.rl_data import check_rows
 from cascade_cli.engines.local.rl_rewards import RewardHook
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.models.tiny import resolve_model
 from cascade_cli.records import load_rows
-from cascade_cli.tiny import resolve_model
 from cascade_cli.verifiers import Score, verify_batch
 
 

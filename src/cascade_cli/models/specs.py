@@ -17,7 +17,7 @@ from urllib.parse import quote
 from urllib.request import Request, urlopen
 
 from cascade_cli.errors import CascadeUsageError
-from cascade_cli.real_models import GGUF_PREFIX, SMOLLM2
+from cascade_cli.models.real import GGUF_PREFIX, SMOLLM2
 
 TINY = "tiny"
 KNOWN_SPECS = (TINY, f"{TINY}:SEED", SMOLLM2, f"{GGUF_PREFIX}FILE.gguf")
@@ -58,7 +58,7 @@ def unknown_spec(spec: str, what: str = "model") -> CascadeUsageError:
 def check_spec(spec: str | None, key: str) -> None:
     """Fail at once (no model library loaded yet) on a spec that can never resolve: `tiny:abc`, or a name
     without `/` that is no known spec and no local folder."""
-    from cascade_cli.tiny import is_embedded_spec
+    from cascade_cli.models.tiny import is_embedded_spec
 
     if spec is None or is_embedded_spec(spec):
         return

@@ -29,7 +29,7 @@ from typing import Any
 
 from cascade_cli.chat import IM_END, answer_text
 from cascade_cli.config.rlhf import REWARD_SHAPINGS
-from cascade_cli.reward_protocol import ProtocolError
+from cascade_cli.serve.protocol import ProtocolError
 from cascade_cli.verifiers import verify_batch
 from cascade_cli.verifiers.batch import RowResult
 
