@@ -26,7 +26,7 @@ def test_smollm2_is_a_plain_hf_checkpoint_with_our_template(smollm2_dir: Path):
 
 
 def test_smollm2_resolves_from_the_cache(smollm2_dir: Path):
-    from cascade_cli.engines.local.model_io import load_model, load_tokenizer
+    from cascade_cli.models.loader import load_model, load_tokenizer
 
     began = time.perf_counter()
     assert resolve_model("smollm2-135m") == smollm2_dir
@@ -46,7 +46,7 @@ def test_llama_gqa_attention_matches_eager_on_a_left_padded_batch(smollm2_dir: P
 
     from cascade_cli.engines.local.fast_attention import left_pad
     from cascade_cli.engines.local.generation import Generator
-    from cascade_cli.engines.local.model_io import load_model, load_tokenizer
+    from cascade_cli.models.loader import load_model, load_tokenizer
 
     tokenizer, fast = load_tokenizer(smollm2_dir), load_model(smollm2_dir)
     assert fast.config._attn_implementation == "cascade_gqa_sdpa"

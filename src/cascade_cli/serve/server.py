@@ -44,6 +44,7 @@ from cascade_cli.serve.auth import (
 from cascade_cli.serve.protocol import ProtocolError, build_records, make_reply
 from cascade_cli.serve.workers import WorkerPool
 from cascade_cli.verifiers.batch import Options
+from cascade_cli.verifiers.reward_model import RM_DOMAIN, RewardModelScorer
 
 log = logging.getLogger("cascade.serve")
 
@@ -74,8 +75,8 @@ class RewardService:
     ) -> None:
         self.domain = domain
         # --reward-model: RLHF (domain general) and IF-RL's RM bonus, see rm_rewards.py
-        self.rm = rm_rewards.RewardModelScorer(reward_model) if reward_model else None
-        self.extra_domains = (rm_rewards.RM_DOMAIN,) if self.rm else ()
+        self.rm = RewardModelScorer(reward_model) if reward_model else None
+        self.extra_domains = (RM_DOMAIN,) if self.rm else ()
         self.workers = workers
         self.timeout_s = timeout_s
         self.pool = WorkerPool(workers, timeout_s, options, registrations)

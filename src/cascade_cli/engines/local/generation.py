@@ -44,7 +44,6 @@ from cascade_cli.chat import IM_END
 from cascade_cli.engines.local import vllm_engine
 from cascade_cli.engines.local.checkpoint import rng_state as global_rng_state
 from cascade_cli.engines.local.checkpoint import set_rng_state as set_global_rng_state
-from cascade_cli.engines.local.fast_attention import use_gqa_sdpa
 from cascade_cli.engines.local.lora import merged_state_dict
 from cascade_cli.engines.local.rollout_backend import (  # noqa: F401  (re-exported: the backend API)
     AUTO_VLLM_MIN_PARAMS,
@@ -54,6 +53,8 @@ from cascade_cli.engines.local.rollout_backend import (  # noqa: F401  (re-expor
     vllm_available,
 )
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.models.attention import use_gqa_sdpa
+from cascade_cli.models.loader import load_model, load_tokenizer, pick_device
 
 DEFAULT_STOP: tuple[str, ...] = (IM_END,)
 
@@ -117,7 +118,7 @@ class Generator:
         planned_tokens: int | None = None,
         share_prompt: bool = True,
     ) -> None:
-        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.device = pick_device(device)
         self.seed = seed
         self.share_prompt = share_prompt  # hf loop: n samples attend to one copy of the prompt's cache
         self.bf16 = bf16  # hf loop: bf16 autocast over fp32 weights (the trainer's precision choice)
@@ -174,16 +175,12 @@ class Generator:
     # ---- backends -------------------------------------------------------------------------------------
 
     def _init_hf(self, model: Any, tokenizer: Any, dtype: str) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
         if model is None:
             if self.model_dir is None:
                 raise CascadeUsageError("Generator needs a model directory or a model")
-            torch_dtype = "auto" if dtype == "auto" else getattr(torch, dtype)
-            model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=torch_dtype).to(self.device)
-            model.eval()
+            model = load_model(self.model_dir, dtype=dtype, device=self.device).eval()
         if tokenizer is None:
-            tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
+            tokenizer = load_tokenizer(self.model_dir)
         use_gqa_sdpa(model)
         self.model = model
         self.tokenizer = tokenizer
@@ -193,14 +190,12 @@ class Generator:
         self.pad_id = pad if pad is not None else (tokenizer.eos_token_id or 0)
 
     def _init_vllm(self, dtype: str, max_model_len: int | None, extra: dict[str, Any]) -> None:
-        from transformers import AutoTokenizer
-
         outer = global_rng_state()
         self._llm = vllm_engine.acquire(
             self.model_dir, dtype=vllm_engine.resolve_dtype(dtype, self.device), max_model_len=max_model_len, device=self.device, seed=self.seed,
             options=extra,
         )
-        self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
+        self.tokenizer = load_tokenizer(self.model_dir)
         torch.manual_seed(self.seed)  # vLLM seeds at start-up too; this makes the state ours, whatever it does
         self._engine_rng = global_rng_state()
         set_global_rng_state(outer)
