@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 
 from cascade_cli import chat
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.models.specs import TINY_SPEC, is_embedded_spec, is_tiny_spec  # noqa: F401  (this module's API too)
 
 TINY_PREFIX = "tiny"
 DEFAULT_SEED = 0
@@ -42,16 +42,8 @@ MODEL_SHAPE = {
 }
 VOCAB_MULTIPLE = 64
 
-_SPEC = re.compile(r"^tiny(?::(\d+))?$")
-
-
-def is_tiny_spec(spec: object) -> bool:
-    """True for `tiny` and `tiny:SEED` (SEED a non-negative integer)."""
-    return isinstance(spec, str) and _SPEC.match(spec.strip()) is not None
-
-
 def tiny_seed(spec: str) -> int:
-    match = _SPEC.match(spec.strip())
+    match = TINY_SPEC.match(spec.strip())
     if match is None:
         raise CascadeUsageError(f"model {spec!r}: expected `tiny` or `tiny:SEED` (SEED an integer)")
     return int(match.group(1)) if match.group(1) is not None else DEFAULT_SEED
@@ -151,13 +143,6 @@ def default_cache_dir() -> Path:
 
 def _looks_like_path(init: str) -> bool:
     return init.startswith(("/", ".", "~")) or init.endswith("/") or init.count("/") > 1
-
-
-def is_embedded_spec(spec: object) -> bool:
-    """True for every spec the cache builds: `tiny`, `tiny:SEED`, `smollm2-135m`, `gguf:PATH`."""
-    from cascade_cli.models import real
-
-    return is_tiny_spec(spec) or real.is_real_spec(spec)
 
 
 def embedded_target(spec: str, cache_dir: str | Path | None = None) -> Path:
