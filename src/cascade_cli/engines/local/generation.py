@@ -34,9 +34,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
@@ -44,6 +43,7 @@ from cascade_cli.chat import IM_END
 from cascade_cli.engines.local import vllm_engine
 from cascade_cli.engines.local.checkpoint import rng_state as global_rng_state
 from cascade_cli.engines.local.checkpoint import set_rng_state as set_global_rng_state
+from cascade_cli.engines.local.completion import Completion, FinishReason, Sampling, _stop_token_ids  # noqa: F401  (the API)
 from cascade_cli.engines.local.lora import merged_state_dict
 from cascade_cli.engines.local.rollout_backend import (  # noqa: F401  (re-exported: the backend API)
     AUTO_VLLM_MIN_PARAMS,
@@ -57,46 +57,6 @@ from cascade_cli.models.attention import use_gqa_sdpa
 from cascade_cli.models.loader import load_model, load_tokenizer, pick_device
 
 DEFAULT_STOP: tuple[str, ...] = (IM_END,)
-
-FinishReason = Literal["stop", "length"]
-
-
-@dataclass
-class Completion:
-    text: str
-    token_ids: list[int]
-    finish_reason: FinishReason
-    logprob_sum: float | None = None
-    token_logprobs: list[float] | None = None  # vLLM with logprobs=True: each sampled token's log-prob
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """What `generate` asks of either backend."""
-
-    n: int
-    max_new_tokens: int
-    temperature: float
-    top_p: float
-    top_k: int
-    stop: list[str]
-    logprobs: bool
-
-
-def _stop_token_ids(tokenizer: Any, stop: Sequence[str]) -> tuple[list[int], list[str]]:
-    """Split stop strings into single-token ids (checked on ids, fast) and multi-token strings (on text)."""
-    ids: list[int] = []
-    strings: list[str] = []
-    for text in stop:
-        encoded = tokenizer.encode(text, add_special_tokens=False)
-        if len(encoded) == 1:
-            ids.append(encoded[0])
-        else:
-            strings.append(text)
-    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
-        ids.append(tokenizer.eos_token_id)
-    return ids, strings
-
 
 class Generator:
     """Batched sampling from a causal LM. See the module docstring for the backends and the `auto` rule."""
