@@ -1,6 +1,6 @@
-"""The package's import graph, read from the source (every import, function-local ones included): no circles,
-arrows only downward (ARCHITECTURE.md: cli -> recipe -> stages -> engines -> models, data, verifiers, chat,
-records), and every package says its job in its docstring's first line."""
+"""The package's import graph, read from the source (every import at run time, function-local ones included,
+not those under `if TYPE_CHECKING:`): no circles, arrows only downward (ARCHITECTURE.md: cli -> recipe -> stages
+-> engines -> models, data, verifiers, chat, records), and every package says its job in its docstring."""
 
 from __future__ import annotations
 
@@ -42,9 +42,20 @@ def owner(name: str) -> str | None:
     return name or None
 
 
+def runtime_nodes(tree: ast.AST):
+    """Every node but those under `if TYPE_CHECKING:` (annotations only: no import at run time)."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            yield from (n for child in node.orelse for n in [child, *runtime_nodes(child)])
+            continue
+        yield node
+        yield from runtime_nodes(node)
+
+
 def imports_of(path: Path) -> set[str]:
+    """The modules of ours `path` imports at run time (function-local imports included)."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in runtime_nodes(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
