@@ -24,7 +24,6 @@ from cascade_cli.chat import IM_END, answer_text, render_prompt
 from cascade_cli.verifiers import Score, verify_batch
 
 RM_DOMAIN = "general"
-SHAPINGS = ("none", "zscore_tanh")
 
 
 # ---- what the reward model reads ----------------------------------------------------------------------
