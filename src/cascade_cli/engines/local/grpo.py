@@ -1,5 +1,4 @@
-"""GRPO on the local engine (Nemotron-Cascade §1.1): `cascade rlvr --domain DOMAIN` and, via the reward hook,
-RLHF.
+"""GRPO on the local engine (Nemotron-Cascade §1.1): `cascade rlvr --domain DOMAIN`; via the reward hook, RLHF.
 
 `train_step` is one step, top to bottom:
   1. prompts    take prompts from the sampler, render them in the stage's mode;
@@ -352,12 +351,12 @@ def train(stage: Stage, run: Run) -> dict[str, Any]:
 def input_files(config: GRPOConfig) -> dict[str, Path]:
     """Every file the stage reads, by name (`data`, `eval_data`; a list of files, as distill takes: `data.0`,
     `data.1`, ...); held-out files by the one rule of heldout.py, never a file the stage trains on."""
-    data = named_files("data", config.data, resolve_rows_path)
-    evals = named_files("eval_data", config.eval_data, lambda path: heldout.heldout_file(path, "eval_data", *data.values()))
+    data = named_paths("data", config.data, resolve_rows_path)
+    evals = named_paths("eval_data", config.eval_data, lambda path: heldout.heldout_file(path, "eval_data", *data.values()))
     return {**data, **evals}
 
 
-def named_files(key: str, value: Any, resolve: Callable[[Any], Path]) -> dict[str, Path]:
+def named_paths(key: str, value: Any, resolve: Callable[[Any], Any] = str) -> dict[str, Any]:
     if not value:
         return {}
     if isinstance(value, (str, Path)):
@@ -367,14 +366,18 @@ def named_files(key: str, value: Any, resolve: Callable[[Any], Path]) -> dict[st
 
 def load_checked_rows(config: GRPOConfig, verifier: Any) -> tuple[Stage, list[dict[str, Any]], list[dict[str, Any]] | None]:
     """Every training and held-out row, checked (`verifier`: the labels too; a dict: per domain) before OUT is
-    touched; then the stage, opened on those files."""
-    files = input_files(config)
+    touched; then the stage."""
     rows: dict[str, list[dict[str, Any]]] = {"data": [], "eval_data": []}
-    for name, path in files.items():
+    for name, path in input_files(config).items():
         part = load_rows(path)
         rl_data.check_rows(part, verifier, path)
         rows[name.split(".")[0]] += part
-    return Stage.open(config, **files), rows["data"], rows["eval_data"] or None
+    return open_stage(config), rows["data"], rows["eval_data"] or None
+
+
+def open_stage(config: GRPOConfig) -> Stage:
+    """The lifecycle on the inputs as the config names them (a folder's fingerprint covers its heldout.jsonl)."""
+    return Stage.open(config, **named_paths("data", config.data), **named_paths("eval_data", config.eval_data))
 
 
 def run_grpo(
@@ -391,7 +394,7 @@ def run_grpo(
     """Train one GRPO stage with any reward hook and write the checkpoint directory + manifest, through the
     one stage lifecycle (stage.py; `stage`: already opened by the caller). `setup` adapts the built run
     before anything trains (distill.py: teachers, loss, lr schedule)."""
-    stage = stage or Stage.open(config, **input_files(config))
+    stage = stage or open_stage(config)
     if stage.completed is not None:
         reward.close()
         return stage.completed

@@ -156,9 +156,10 @@ def pairwise_metrics(model, tokenizer, pairs: list[Pair], config: RewardModelCon
 # ---------------------------------------------------------------------------------------------------------
 
 
-def split_pairs(config: RewardModelConfig) -> tuple[list[Pair], list[Pair], int, dict[str, Path | None]]:
-    """(train pairs, held-out pairs, bad rows dropped, the files read by name). Held out: `eval_data` (the
-    rule of heldout.py), else the data folder's heldout.jsonl, else a seeded `heldout_fraction` of the data."""
+def split_pairs(config: RewardModelConfig) -> tuple[list[Pair], list[Pair], int, dict[str, str | None]]:
+    """(train pairs, held-out pairs, bad rows dropped, the inputs to fingerprint by name: the paths as the config
+    names them, so a folder's covers its heldout.jsonl). Held out: `eval_data` (the rule of heldout.py), else
+    the data folder's heldout.jsonl, else a seeded `heldout_fraction` of the data."""
     data_file = resolve_rows_path(config.data)
     train, dropped = load_pairs(data_file, config.skip_bad_rows)
     eval_file = None
@@ -166,7 +167,7 @@ def split_pairs(config: RewardModelConfig) -> tuple[list[Pair], list[Pair], int,
         eval_file = heldout_file(config.eval_data, "eval_data", data_file)
     elif Path(config.data).is_dir() and (Path(config.data) / HELDOUT_FILE).is_file():
         eval_file = Path(config.data) / HELDOUT_FILE
-    files = {"data": data_file, "eval_data": eval_file}
+    files = {"data": config.data, "eval_data": config.eval_data}
     if eval_file is not None:
         heldout, more = load_pairs(eval_file, config.skip_bad_rows)
         return train, heldout, dropped + more, files
