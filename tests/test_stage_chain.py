@@ -115,5 +115,5 @@ def test_rlvr_resumed_on_a_retrained_rlhf_exits_2_naming_the_init(root, tmp_path
     ok(cascade(root, *rlhf(root, sft_out, rm_out, rlhf_out)))
     args = rlvr(root, rlhf_out, out)
     interrupted(root, args, out)
-    ok(cascade(root, *rlhf(root, sft_out, rm_out, rlhf_out, "lr=5e-4", "--restart")))  # RLHF retrained
+    ok(cascade(root, *rlhf(root, sft_out, rm_out, rlhf_out, "lr=5e-4", "restart=true")))  # RLHF retrained
     assert_refused_then_restarts(root, args, out)
