@@ -29,16 +29,17 @@ SIDES = ("eager", "whole", "regional")
 def child(side: str, data: str, steps: int, threads: int) -> dict:
     import torch
 
-    from cascade_cli.engines.local import compiled, model_io, optim
+    from cascade_cli.engines.local import compiled, optim
     from cascade_cli.engines.local.sft import step_loss
     from cascade_cli.engines.local.sft_data import BatchStream, collate, load_examples
+    from cascade_cli.models import loader
 
     torch.manual_seed(0)
     torch.set_num_threads(threads)
-    tokenizer = model_io.load_tokenizer("tiny")
+    tokenizer = loader.load_tokenizer("tiny")
     examples = load_examples(data, tokenizer, 512)
     stream = BatchStream(examples, 4, 0, False, 512, True)
-    model = model_io.load_model("tiny", dtype="float32", device="cpu")
+    model = loader.load_model("tiny", dtype="float32", device="cpu")
     model.config.use_cache = False
     model.train()
     if side == "whole":

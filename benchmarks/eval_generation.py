@@ -2,7 +2,7 @@
 
 Same prompts and sampling for every side (n=8 samples per prompt, temperature 1, top-p 1 or --top-p, up to 256 new
 tokens, stop at `<|im_end|>`; random-init models stop at random, so answer lengths vary), on two models:
-the tiny model (`cascade_cli.tiny`, ~1.5M parameters) and a random-init Qwen3 of ~100M parameters with the
+the tiny model (`cascade_cli.models.tiny`, ~1.5M parameters) and a random-init Qwen3 of ~100M parameters with the
 same character tokenizer. Each (model, side) runs in its own child process, one after the other, so no
 side inherits another's threads or caches; every side runs on the GPU when there is one, and prints the device
 its model's parameters are on. The transformers sides run with `--threads` torch threads,
@@ -57,7 +57,7 @@ def build_models(root: Path) -> dict[str, Path]:
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    from cascade_cli.tiny import build_tiny
+    from cascade_cli.models.tiny import build_tiny
 
     tiny = build_tiny("tiny:0", root / "tiny")
     values = json.loads((tiny / "config.json").read_text())
@@ -233,7 +233,7 @@ def main() -> None:
         return
 
     from cascade_cli.engines.local.generation import count_parameters, resolve_backend
-    from cascade_cli.tiny import resolve_model
+    from cascade_cli.models.tiny import resolve_model
 
     device = "cuda" if _cuda() else "cpu"
     print(

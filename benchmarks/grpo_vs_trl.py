@@ -215,7 +215,7 @@ def main() -> None:
         print("RESULT " + json.dumps(result))
         return
 
-    from cascade_cli.tiny import resolve_model
+    from cascade_cli.models.tiny import resolve_model
 
     model_dir = str(resolve_model(args.model))
     work = Path(tempfile.mkdtemp(prefix="grpo-bench-"))

@@ -23,7 +23,7 @@ WORKER = """
 import json, resource, sys, time
 import torch
 from transformers import AutoModelForCausalLM, Qwen3Config, Qwen3ForCausalLM
-from cascade_cli.engines.local.fast_attention import use_gqa_sdpa
+from cascade_cli.models.attention import use_gqa_sdpa
 from cascade_cli.engines.local.logprobs import response_hidden, token_logprobs
 from cascade_cli.engines.local.losses import grpo_loss
 

@@ -43,7 +43,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "src"))
 
 from cascade_cli.chat import render_prompt  # noqa: E402
-from cascade_cli.reward_protocol import build_records  # noqa: E402
+from cascade_cli.serve.protocol import build_records  # noqa: E402
 from cascade_cli.verifiers.batch import score_records, verifier_problem  # noqa: E402
 
 

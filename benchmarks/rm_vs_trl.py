@@ -41,7 +41,9 @@ def main() -> None:
     from cascade_cli.config.rm import RewardModelConfig
     from cascade_cli.data.tiny_tasks import generate
     from cascade_cli.engines.local import reward_model as rm
-    from cascade_cli.engines.local.model_io import configure_threads
+    from cascade_cli.engines.local.compute import configure_threads
+    from cascade_cli.engines.local.stage import Stage
+    from cascade_cli.verifiers.reward_model import encode, load_reward_model, rm_text
 
     hf_logging.set_verbosity_error()
     threads = configure_threads(args.threads or None)
@@ -54,15 +56,15 @@ def main() -> None:
     )
 
     def run_ours() -> tuple[float, float]:
-        model, tokenizer, summary = rm.train_reward_model(config, train, [])
+        model, tokenizer, summary = rm.train_reward_model(Stage.bare(config), train, [])
         return summary["tokens_per_s"], rm.pairwise_metrics(model, tokenizer, heldout, config)["accuracy"]
 
     def run_trl() -> tuple[float, float]:
         torch.manual_seed(config.seed)
-        trl_model, tokenizer = rm.load_reward_model(args.init, device="cpu")
+        trl_model, tokenizer = load_reward_model(args.init, device="cpu")
 
         def ids(pair: rm.Pair, side: str) -> list[int]:
-            return rm.encode(tokenizer, [rm.rm_text(pair.prompt, side, pair.mode)], config.max_seq_len)[0]
+            return encode(tokenizer, [rm_text(pair.prompt, side, pair.mode)], config.max_seq_len)[0]
 
         dataset = Dataset.from_list(
             [{"chosen_ids": ids(p, p.chosen), "rejected_ids": ids(p, p.rejected)} for p in train]
@@ -96,9 +98,9 @@ def main() -> None:
         rounds.append({"ours_tokens_per_s": ours_tps, "trl_tokens_per_s": trl_tps, "ratio": ours_tps / trl_tps,
                        "ours_heldout_accuracy": ours_acc, "trl_heldout_accuracy": trl_acc})
     ratios = [r["ratio"] for r in rounds]
-    tokenizer = rm.load_reward_model(args.init, device="cpu")[1]
-    texts = [rm.rm_text(p.prompt, side, p.mode) for p in train for side in (p.chosen, p.rejected)]
-    tokens = sum(len(ids) for ids in rm.encode(tokenizer, texts, config.max_seq_len))
+    tokenizer = load_reward_model(args.init, device="cpu")[1]
+    texts = [rm_text(p.prompt, side, p.mode) for p in train for side in (p.chosen, p.rejected)]
+    tokens = sum(len(ids) for ids in encode(tokenizer, texts, config.max_seq_len))
     ours_acc, trl_acc = rounds[-1]["ours_heldout_accuracy"], rounds[-1]["trl_heldout_accuracy"]
 
     result = {

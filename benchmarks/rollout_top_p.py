@@ -35,9 +35,9 @@ def main() -> None:
     from vllm import SamplingParams
 
     from cascade_cli.engines.local import vllm_engine
-    from cascade_cli.engines.local.model_io import configure_threads
+    from cascade_cli.engines.local.compute import configure_threads
     from cascade_cli.evaluation.benchmarks import shared_file
-    from cascade_cli.tiny import resolve_model
+    from cascade_cli.models.tiny import resolve_model
 
     threads = configure_threads()
     model_dir = resolve_model(args.model)

@@ -267,9 +267,10 @@ def main() -> None:
     args = parser.parse_args()
 
 
-    from cascade_cli.engines.local.model_io import configure_threads, quiet_transformers
+    from cascade_cli.engines.local.compute import configure_threads
     from cascade_cli.jsonl import write_jsonl
-    from cascade_cli.tiny import resolve_model
+    from cascade_cli.models.loader import quiet_transformers
+    from cascade_cli.models.tiny import resolve_model
 
     args.threads = configure_threads(args.threads or None)
     quiet_transformers()

@@ -39,8 +39,8 @@ def worker(
     from cascade_cli.chat import render_prompt
     from cascade_cli.data.tiny_tasks import generate
     from cascade_cli.engines.local.generation import Generator
+    from cascade_cli.models.tiny import resolve_model
     from cascade_cli.records import row_prompt
-    from cascade_cli.tiny import resolve_model
 
     torch.set_num_threads(threads)
     generator = Generator(str(resolve_model(model)), backend="hf", seed=0, share_prompt=shared)

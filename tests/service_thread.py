@@ -1,4 +1,4 @@
-"""A real RewardService (serve.py) on 127.0.0.1:<free port>, its event loop in a thread, for tests that need
+"""A real RewardService (serve/server.py) on 127.0.0.1:<free port>, its event loop in a thread, for tests that need
 a live reward service on loopback next to their own event loop."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from cascade_cli.serve import Guard, RewardService, create_app, start_site
+from cascade_cli.serve.server import Guard, RewardService, create_app, start_site
 
 
 class ServiceThread:

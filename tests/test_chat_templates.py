@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from cascade_cli import chat
-from cascade_cli.engines.local.model_io import load_tokenizer
 from cascade_cli.engines.local.rl_data import render_row
 from cascade_cli.engines.local.sft_data import load_examples
+from cascade_cli.models.loader import load_tokenizer
 
 LLAMA3 = (
     "{%- for message in messages %}{{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + "

@@ -195,3 +195,22 @@ def test_save_final_renames_the_files_into_out(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "tokenizer.json"]
     assert json.loads((tmp_path / "config.json").read_text()) == {"safe_serialization": True}
     assert read_manifest(tmp_path) is None  # the caller writes the manifest last
+
+
+def test_every_model_a_stage_reads_is_an_input_distills_teachers_by_domain(tmp_path):
+    """The init, the reward model and each of distill's teachers: retrained since, a resume is refused naming it."""
+    from cascade_cli.config.distill import DistillConfig
+    from cascade_cli.engines.local.stage import Stage
+    from cascade_cli.models import tiny
+
+    student, teacher, data = tiny.resolve_model("tiny", tmp_path / "models"), tmp_path / "math_rl", tmp_path / "d.jsonl"
+    _manifest(teacher, CONFIG, "completed")
+    data.write_text("{}\n")
+    config = DistillConfig(init=str(student), out=str(tmp_path / "out"), teachers={"math": str(teacher)}, data=[str(data)])
+    stage = Stage.open(config, **{"data.0": data})
+    assert set(stage.inputs) == {"data.0", "teachers.math"}  # the tiny student is no stage output: no manifest
+    stage.save_state(1, torch.nn.Linear(1, 1), torch.optim.SGD(torch.nn.Linear(1, 1).parameters(), lr=0.1))
+    stage.record("running")
+    _manifest(teacher, {**CONFIG, "lr": 1.0}, "completed")  # the teacher trained again
+    with pytest.raises(CascadeUsageError, match=r"other inputs: teachers\.math \(that checkpoint was trained again"):
+        Stage.open(config, **{"data.0": data})

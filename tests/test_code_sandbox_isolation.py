@@ -16,6 +16,7 @@ import pytest
 
 from cascade_cli.verifiers import get_verifier
 from cascade_cli.verifiers.base import Score
+from cascade_cli.verifiers.batch import score_with
 from cascade_cli.verifiers.code.sandbox import host_cannot_sandbox
 
 CANNOT_SANDBOX = host_cannot_sandbox()
@@ -78,14 +79,14 @@ def failures(scores: list[Score]) -> list[dict]:
 
 def test_one_port_bound_by_three_programs_in_a_row_in_one_worker():
     with get_verifier("code", workers=1, time_limit_s=3.0) as verifier:
-        scores = verifier.verify_batch([http_server_record()] * 3)
+        scores = score_with(verifier, [http_server_record()] * 3)
     assert verdicts(scores) == ["pass"] * 3, failures(scores)
 
 
 def test_one_port_bound_by_four_programs_at_once_in_four_workers():
     with get_verifier("code", workers=4, time_limit_s=3.0) as verifier:
         started = time.monotonic()
-        scores = verifier.verify_batch([http_server_record(sleep_s=2.0)] * 4)
+        scores = score_with(verifier, [http_server_record(sleep_s=2.0)] * 4)
         elapsed = time.monotonic() - started
     assert verdicts(scores) == ["pass"] * 4, failures(scores)
     # Each program holds the port for 2 s: one after another they would take 8 s, so they overlapped.
@@ -121,7 +122,7 @@ def test_each_run_starts_with_only_an_empty_loopback():
         """
     fresh = "{'tcp': 0, 'tcp6': 0, 'udp': 0, 'udp6': 0, 'unix': 0, 'interfaces': ['lo']}"
     with get_verifier("code", workers=1, time_limit_s=2.0) as verifier:
-        scores = verifier.verify_batch([record(program, [fresh, fresh])] * 2)
+        scores = score_with(verifier, [record(program, [fresh, fresh])] * 2)
     assert verdicts(scores) == ["pass"] * 2, failures(scores)
 
 
@@ -140,7 +141,7 @@ def test_files_left_in_tmp_shm_and_the_work_dir_are_gone_in_the_next_run():
         print(leftovers or "clean")
         """
     with get_verifier("code", workers=1, time_limit_s=2.0, tmpfs_mb=8) as verifier:
-        scores = verifier.verify_batch([record(program, ["clean", "clean"])] * 3)
+        scores = score_with(verifier, [record(program, ["clean", "clean"])] * 3)
     assert verdicts(scores) == ["pass"] * 3, failures(scores)
 
 
@@ -159,7 +160,7 @@ def test_ipc_objects_left_by_one_run_are_gone_in_the_next():
         """
     expected = "clean ['shm', 'sem', 'msg']"
     with get_verifier("code", workers=1, time_limit_s=2.0) as verifier:
-        scores = verifier.verify_batch([record(program, [expected, expected])] * 2)
+        scores = score_with(verifier, [record(program, [expected, expected])] * 2)
     assert verdicts(scores) == ["pass"] * 2, failures(scores)
 
 
@@ -177,7 +178,7 @@ def test_a_background_process_does_not_outlive_its_run():
         print(others or "alone")
         """
     with get_verifier("code", workers=1, time_limit_s=2.0) as verifier:
-        scores = verifier.verify_batch([record(program, ["alone", "alone"])] * 2)
+        scores = score_with(verifier, [record(program, ["alone", "alone"])] * 2)
         daemons = [pid for pid in Path("/proc").iterdir() if pid.name.isdigit() and marker in _cmdline(pid)]
     assert verdicts(scores) == ["pass"] * 2, failures(scores)
     assert daemons == []
@@ -201,5 +202,5 @@ def test_environment_changes_do_not_carry_over():
         print(changed or "clean")
         """
     with get_verifier("code", workers=1, time_limit_s=2.0) as verifier:
-        scores = verifier.verify_batch([record(program, ["clean", "clean"])] * 2)
+        scores = score_with(verifier, [record(program, ["clean", "clean"])] * 2)
     assert verdicts(scores) == ["pass"] * 2, failures(scores)

@@ -26,7 +26,9 @@ REQUIRED = {
     "reward_model": {"init": "tiny", "data": "missing.jsonl"},
     "rlhf": {"init": "tiny", "reward_model": "tiny", "data": "missing.jsonl"},
     "rlvr": {"domain": "math", "init": "tiny", "data": "missing.jsonl"},
+    "distill": {"init": "tiny", "teachers": "math=tiny", "data": "missing.jsonl"},
 }
+IN_A_RECIPE = {"distill": {"teachers": {"math": "tiny"}, "data": ["missing.jsonl"]}}  # the same keys in YAML
 FILTER_COMMAND = ["prepare-data", "filter", "--model", "tiny", "--data", "missing.jsonl"]
 LIST_ITEM_REQUIRED = {"phases": {"steps": 1}}  # an item of a list of configs needs these keys
 
@@ -97,7 +99,7 @@ def test_the_command_refuses_a_value_out_of_bounds(cli, tmp_path, name, key, val
 
 @pytest.mark.parametrize(("name", "key", "value"), STAGE_CASES)
 def test_recipe_validate_refuses_the_same_value(cli, tmp_path, name, key, value):
-    stage: dict[str, Any] = {"kind": name, **REQUIRED[name]}
+    stage: dict[str, Any] = {"kind": name, **REQUIRED[name], **IN_A_RECIPE.get(name, {})}
     target, *path = key.replace("[0]", "").split(".")
     item = dict(LIST_ITEM_REQUIRED.get(target, {}))
     nested = stage.setdefault(target, [item] if "[0]" in key else {}) if path else stage
@@ -153,6 +155,7 @@ CROSS_CASES = [
     ("prepare_data", ["add_constraints=ifeval", "constraints_per_prompt=9"], "constraints_per_prompt: expected a count"),
     ("prepare_data", ["format=bogus"], "format: expected auto or one of"),
     ("prepare_data", ["mix.math=-1"], "mix.math: expected a weight >= 0, found -1"),
+    ("distill", ["dynamic_filter=true"], "dynamic_filter: distill learns from every rollout's tokens"),
 ]
 
 
@@ -164,7 +167,7 @@ def test_checks_across_keys_are_the_same_for_the_command_and_recipe_validate(cli
     assert result.exit_code == 2 and message in result.output, result.output
     assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
     recipe = tmp_path / "recipe.yaml"
-    stage = {"kind": name, **REQUIRED[name]}
+    stage = {"kind": name, **REQUIRED[name], **IN_A_RECIPE.get(name, {})}
     recipe.write_text(yaml.safe_dump({"model": "tiny", "run_dir": str(tmp_path / "run"), "stages": {"s": stage}}))
     result = cli(["recipe", "validate", recipe, *(f"stages.s.{item}" for item in overrides)])
     assert result.exit_code == 2 and message in result.output, result.output

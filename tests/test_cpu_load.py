@@ -9,7 +9,7 @@ import sys
 import time
 
 from cascade_cli import cpu_load
-from cascade_cli.engines.local import model_io
+from cascade_cli.engines.local import compute
 
 
 def _spin(seconds: float) -> subprocess.Popen:
@@ -39,10 +39,10 @@ def test_wait_policy_is_passive_only_on_a_busy_machine(monkeypatch):
 
 def test_idle_cores_leave_out_the_busy_ones(monkeypatch):
     cores = len(os.sched_getaffinity(0))
-    monkeypatch.setattr(model_io, "busy_cores", lambda: 0.0)
-    assert model_io.idle_cores() == cores
-    monkeypatch.setattr(model_io, "busy_cores", lambda: cores + 3.0)
-    assert model_io.idle_cores() == 1
+    monkeypatch.setattr(compute, "busy_cores", lambda: 0.0)
+    assert compute.idle_cores() == cores
+    monkeypatch.setattr(compute, "busy_cores", lambda: cores + 3.0)
+    assert compute.idle_cores() == 1
 
 
 _CLI_THEN_POLICY = """

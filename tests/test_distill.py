@@ -21,10 +21,10 @@ from cascade_cli.engines.local import distill
 from cascade_cli.engines.local.grpo import TrainSequence, sequence_logprobs
 from cascade_cli.engines.local.logprobs import response_hidden, token_logprobs
 from cascade_cli.engines.local.losses import mopd_loss
-from cascade_cli.engines.local.model_io import load_model, load_tokenizer
 from cascade_cli.engines.local.optim import linear_warmup
 from cascade_cli.engines.local.sft import run_sft
 from cascade_cli.jsonl import write_jsonl
+from cascade_cli.models.loader import load_model, load_tokenizer
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_grpo_support import build_model_dir, toy_rows  # noqa: E402

@@ -17,7 +17,7 @@ SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"
 def _build_tiny_model(out_dir: Path) -> Path:
     """The project's tiny model when it exists, else a random-init Qwen3 with a character tokenizer."""
     try:
-        from cascade_cli.tiny import build_tiny
+        from cascade_cli.models.tiny import build_tiny
     except ImportError:
         pass
     else:

@@ -10,8 +10,9 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from cascade_cli.chat import render_prompt
-from cascade_cli.engines.local.fast_attention import GQA_SDPA, PreallocatedKVCache, SharedPrompt, use_gqa_sdpa
+from cascade_cli.engines.local.fast_attention import PreallocatedKVCache, SharedPrompt
 from cascade_cli.engines.local.generation import Generator
+from cascade_cli.models.attention import GQA_SDPA, use_gqa_sdpa
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_grpo_support import build_model_dir  # noqa: E402

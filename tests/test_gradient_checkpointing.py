@@ -9,19 +9,21 @@ from pathlib import Path
 import pytest
 import torch
 
-from cascade_cli import tiny
 from cascade_cli.config.build import build_stage_config
 from cascade_cli.config.common import LoRAConfig
 from cascade_cli.config.grpo import RLVRConfig
 from cascade_cli.config.sft import SFTConfig
-from cascade_cli.engines.local import grad_checkpointing, grpo, lora, model_io
+from cascade_cli.engines.local import grad_checkpointing, grpo, lora
 from cascade_cli.engines.local.logprobs import response_hidden, token_logprobs
 from cascade_cli.engines.local.losses import grpo_loss
-from cascade_cli.engines.local.reward_model import bradley_terry_loss, load_reward_model, rewards_of
+from cascade_cli.engines.local.reward_model import bradley_terry_loss
 from cascade_cli.engines.local.rl_rewards import RewardHook
 from cascade_cli.engines.local.sft import step_loss
+from cascade_cli.engines.local.stage import prepare_for_training
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.models import loader, tiny
 from cascade_cli.verifiers.base import Score
+from cascade_cli.verifiers.reward_model import load_reward_model, rewards_of
 
 SMOLLM2 = Path("/work/models/smollm2-135m")
 
@@ -72,7 +74,7 @@ def grpo_micro_batch_loss(model) -> torch.Tensor:
 
 @pytest.mark.parametrize("with_lora", [False, True])
 def test_sft_loss_gradients_are_the_same(tiny_dir, with_lora):
-    model = lora.apply(model_io.load_model(tiny_dir), LoRAConfig(r=8 if with_lora else 0))
+    model = lora.apply(loader.load_model(tiny_dir), LoRAConfig(r=8 if with_lora else 0))
     same_gradients(model, sft_loss)
 
 
@@ -93,7 +95,7 @@ def test_reward_model_loss_gradients_are_the_same(tiny_dir, with_lora):
 def test_grpo_loss_gradients_are_the_same_over_the_shared_prompt_forward(tiny_dir, with_lora):
     """Without checkpointing the prompt runs once per group (KV cache); with it, transformers' layers drop the
     cache, so `response_hidden` runs each row whole: the same log-probs and gradients either way."""
-    model = lora.apply(model_io.load_model(tiny_dir), LoRAConfig(r=8 if with_lora else 0))
+    model = lora.apply(loader.load_model(tiny_dir), LoRAConfig(r=8 if with_lora else 0))
     if with_lora:
         for layer in lora.lora_layers(model).values():  # adapters that change the output
             torch.nn.init.normal_(layer.lora_B[lora.ADAPTER].weight, std=0.05)
@@ -103,11 +105,11 @@ def test_grpo_loss_gradients_are_the_same_over_the_shared_prompt_forward(tiny_di
 @pytest.mark.slow  # ~1 min here: SmolLM2's forward and backward three times
 @pytest.mark.skipif(not SMOLLM2.is_dir(), reason="SmolLM2 not converted at /work/models/smollm2-135m")
 def test_smollm2_grpo_loss_gradients_are_the_same():
-    same_gradients(model_io.load_model(SMOLLM2), grpo_micro_batch_loss, atol=1e-5)
+    same_gradients(loader.load_model(SMOLLM2), grpo_micro_batch_loss, atol=1e-5)
 
 
 def test_auto_turns_on_only_when_activations_would_crowd_the_memory(tiny_dir, capsys):
-    model = model_io.load_model(tiny_dir)
+    model = loader.load_model(tiny_dir)
     memory = grad_checkpointing.memory_bytes("cpu")
     small = 1024
     huge = int(memory / grad_checkpointing.activation_bytes(model, 1)) + 1  # activations over all the memory
@@ -117,10 +119,10 @@ def test_auto_turns_on_only_when_activations_would_crowd_the_memory(tiny_dir, ca
     assert grad_checkpointing.wanted("true", model, small, "cpu")
     assert not grad_checkpointing.wanted("false", model, huge, "cpu")
     config = SFTConfig(data="-", gradient_checkpointing="auto")
-    prepared = model_io.prepare_for_training(model, config, tokens=small)
+    prepared = prepare_for_training(model, config, tokens=small)
     assert not prepared.is_gradient_checkpointing
     config = SFTConfig(data="-", gradient_checkpointing="true")
-    assert model_io.prepare_for_training(model, config, tokens=small).is_gradient_checkpointing
+    assert prepare_for_training(model, config, tokens=small).is_gradient_checkpointing
 
 
 class LetterShare(RewardHook):
@@ -131,7 +133,7 @@ class LetterShare(RewardHook):
 def test_auto_splits_a_grpo_step_into_micro_batches_before_checkpointing(tiny_dir, tmp_path, capsys):
     """Under `auto` the micro-batch halves until its activations fit; only a single row that does not fit
     turns checkpointing on. A GRPO run trains with the micro-batch found (the same gradient, accumulated)."""
-    model = model_io.load_model(tiny_dir)
+    model = loader.load_model(tiny_dir)
     budget = grad_checkpointing.MEMORY_SHARE * grad_checkpointing.memory_bytes("cpu")
     row_tokens = int(budget / grad_checkpointing.activation_bytes(model, 1) / 10)  # 10 such rows fit, 11 not
     assert grad_checkpointing.fitting_micro_batch(model, "auto", 8, row_tokens, "cpu") == 8

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from cascade_cli.chat import answer_text
-from cascade_cli.tiny import build_tiny
+from cascade_cli.models.tiny import build_tiny
 from cascade_cli.verifiers.base import RecordError, Score, Verifier, parse_label, require_response
 
 TOY_DOMAIN = "math"  # the toy verifier stands in for a registered domain inside one test process

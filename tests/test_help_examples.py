@@ -26,13 +26,14 @@ from cascade_cli.cli import app
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = re.compile(r"Example: \[bold\](.*?)\[/\]", re.DOTALL)
 # The order the cascade runs in (a command's examples keep their own order).
-ORDER = ["prepare-data", "recipe", "sft", "rlhf rm", "rlhf", "rlvr", "prepare-data filter", "eval", "report",
+ORDER = ["prepare-data", "recipe", "sft", "rlhf rm", "rlhf", "rlvr", "distill", "prepare-data filter", "eval", "report",
          "push", "verify", "tts", "tts code", "tts swe", ""]
 SMALL = {  # words appended so a run takes seconds
     "sft": ["max_steps=2", "batch_size=2", "max_seq_len=64"],
     "rlhf rm": ["max_steps=2", "batch_size=2", "micro_batch=2", "max_seq_len=64"],
     "rlhf": ["steps=1", "prompts_per_step=2", "group_size=2", "max_response_len=8", "rm_max_len=64"],
     "rlvr": ["steps=1", "prompts_per_step=2", "group_size=2", "max_response_len=8"],
+    "distill": ["steps=1", "prompts_per_step=2", "group_size=2", "max_response_len=8", "eval_limit=1"],
     "prepare-data filter": ["--k", "2", "max_new_tokens=8", "limit=4"],
     "eval": ["--limit", "2", "--k", "1", "--max-tokens", "8", "--backend", "hf"],
     "tts code": ["--limit", "2", "--max-tokens", "16", "-N", "8", "--backend", "hf"],
@@ -43,6 +44,10 @@ INPUTS = [  # what the examples read but no example writes
     ["prepare-data", "--source", "tiny:general", "--out", "runs/tiny/data_chat", "--n", "16"],
     ["prepare-data", "--source", "tiny:code", "--out", "runs/tiny/data_code", "--n", "16", "--holdout", "4"],
     ["prepare-data", "--source", "tiny:swe", "--out", "runs/tiny/data_swe", "--n", "16", "--holdout", "4"],
+    ["prepare-data", "--source", "tiny:if", "--out", "runs/tiny/data_if", "--n", "16", "--holdout", "4"],
+    # distill's teachers and init, the recipe's IF-RL and SWE RL checkpoints (the examples train math and code)
+    *(["rlvr", "--domain", domain, "--init", "tiny", "--data", f"runs/tiny/data_{domain}", "--out", f"runs/tiny/{domain}_rl",
+       "steps=1", "prompts_per_step=2", "group_size=2", "max_response_len=8"] for domain in ("if", "swe")),
 ]
 
 
@@ -123,4 +128,5 @@ def test_every_example_runs_or_plans_on_the_embedded_model(cli, tmp_path, monkey
             assert result.exit_code == 0, f"{example}\n{result.output}"
         ran.append(example)
     assert Path("runs/tiny/code_rl/model.safetensors").is_file() and Path("runs/tiny/report.md").is_file()
+    assert Path("runs/tiny/distill/model.safetensors").is_file()
     assert len(ran) >= 25

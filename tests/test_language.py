@@ -1,4 +1,4 @@
-"""Code-switch detection (verifiers/language.py) and its generic hook in Verifier.score."""
+"""Code-switch detection (verifiers/code_switch.py) and its generic hook in Verifier.score."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from cascade_cli.verifiers.base import Score, Verifier
-from cascade_cli.verifiers.language import detect_code_switch, guess_latin_language
+from cascade_cli.verifiers.code_switch import detect_code_switch, guess_latin_language
 
 EN_PROMPT = "Find the sum of all integers $x$ such that $x^2 < 10$. Put your final answer in \\boxed{}."
 

@@ -13,17 +13,15 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from cascade_cli import tiny
 from cascade_cli.checkpoint import read_manifest
 from cascade_cli.config.common import LoRAConfig
 from cascade_cli.config.sft import SFTConfig
-from cascade_cli.engines.local import checkpoint, lora, model_io, optim
-from cascade_cli.engines.local.reward_model import (
-    SCORE_HEAD,
-    bradley_terry_loss,
-    load_reward_model,
-    rewards_of,
-)
+from cascade_cli.engines.local import checkpoint, lora, optim
+from cascade_cli.engines.local.reward_model import bradley_terry_loss
+from cascade_cli.engines.local.stage import prepare_for_training
+from cascade_cli.models import loader, tiny
+from cascade_cli.models.loader import SCORE_HEAD
+from cascade_cli.verifiers.reward_model import load_reward_model, rewards_of
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_grpo_support import LetterVerifier, toy_rows  # noqa: E402,F401
@@ -39,7 +37,7 @@ def tiny_dir(tmp_path_factory) -> Path:
 
 
 def lora_model(init, r: int = 8):
-    model = model_io.load_model(init)
+    model = loader.load_model(init)
     return lora.apply(model, LoRAConfig(r=r, alpha=16))
 
 
@@ -74,7 +72,7 @@ def test_merged_checkpoint_is_plain_hf_with_the_adapted_logits(tiny_dir, tmp_pat
     ids = torch.arange(5, 25).view(1, 20)
     with torch.no_grad():
         adapted = model(input_ids=ids).logits
-    checkpoint.save_final(tmp_path, model, model_io.load_tokenizer(tiny_dir), safe_serialization=True)
+    checkpoint.save_final(tmp_path, model, loader.load_tokenizer(tiny_dir), safe_serialization=True)
     assert not any((tmp_path / name).exists() for name in ADAPTER_FILES)
     saved = load_file(tmp_path / "model.safetensors")
     assert not any("lora_" in k or "base_layer" in k for k in saved)
@@ -93,7 +91,7 @@ def test_merged_smollm2_gives_the_adapted_logits(tmp_path):
     for layer in lora.lora_layers(model).values():  # a non-zero adapter without a (slow) training step
         torch.nn.init.normal_(layer.lora_B[lora.ADAPTER].weight, std=0.02)
     ids = torch.arange(100, 140).view(1, 40)
-    plain = model_io.load_model(SMOLLM2)
+    plain = loader.load_model(SMOLLM2)
     with torch.no_grad():
         adapted, initial = model(input_ids=ids).logits, plain(input_ids=ids).logits
         plain.load_state_dict(lora.merged_state_dict(model))
@@ -108,7 +106,7 @@ def test_reward_model_lora_trains_the_score_head_and_saves_it_merged(tiny_dir, t
     model, tokenizer = load_reward_model(tiny_dir)
     head_before = getattr(model, SCORE_HEAD).weight.detach().clone()
     config = SFTConfig(data="-", lora=LoRAConfig(r=8), gradient_checkpointing="false")
-    model = model_io.prepare_for_training(model, config, tokens=64, keep=(SCORE_HEAD,))
+    model = prepare_for_training(model, config, tokens=64, keep=(SCORE_HEAD,))
     trainable = {n for n, p in model.named_parameters() if p.requires_grad}
     assert f"{SCORE_HEAD}.modules_to_save.default.weight" in trainable
     base_before = {n: p.detach().clone() for n, p in model.named_parameters() if n not in trainable}
@@ -130,7 +128,7 @@ def test_reward_model_lora_trains_the_score_head_and_saves_it_merged(tiny_dir, t
 def test_adapters_disabled_is_the_base_model_and_keeps_the_graph(tiny_dir):
     """GRPO's KL reference under LoRA: the policy with adapters off equals the initial model; toggling it
     between the policy's forward and backward leaves the adapters' gradients intact."""
-    initial = model_io.load_model(tiny_dir).eval()
+    initial = loader.load_model(tiny_dir).eval()
     model = lora_model(tiny_dir)
     sft_step(model)
     model.train()
@@ -248,14 +246,15 @@ VLLM_SYNC = """
 import json, sys
 import torch
 from cascade_cli.config.common import LoRAConfig
-from cascade_cli.engines.local import lora, model_io
+from cascade_cli.engines.local import lora
+from cascade_cli.models import loader
 from cascade_cli.engines.local.generation import Generator
 
 if __name__ == "__main__":
     model_dir, prompts = sys.argv[1], ["What is 2+3?", "Name a colour.", "Count to four."]
     torch.manual_seed(0)
-    model = lora.apply(model_io.load_model(model_dir), LoRAConfig(r=8))
-    tokenizer = model_io.load_tokenizer(model_dir)
+    model = lora.apply(loader.load_model(model_dir), LoRAConfig(r=8))
+    tokenizer = loader.load_tokenizer(model_dir)
 
     def perturb():
         for layer in lora.lora_layers(model).values():

@@ -15,8 +15,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from cascade_cli import model_specs
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.models import specs
 
 PROBE = """
 import sys
@@ -94,7 +94,7 @@ def test_offline_the_hub_is_not_asked(empty_cache, monkeypatch):
         monkeypatch.setenv("HF_ENDPOINT", endpoint)
         monkeypatch.setenv("HF_HUB_OFFLINE", "1")
         with pytest.raises(CascadeUsageError, match="not in the local Hugging Face cache; HF_HUB_OFFLINE is set"):
-            model_specs.hub_model("org/model")
+            specs.hub_model("org/model")
         assert Hub.requests == []
 
 
@@ -103,8 +103,8 @@ def test_a_silent_hub_fails_within_seconds(empty_cache, monkeypatch):
         monkeypatch.setenv("HF_ENDPOINT", endpoint)
         started = time.monotonic()
         with pytest.raises(CascadeUsageError, match=r"cannot be reached \(no answer within 5 s"):
-            model_specs.hub_model("org/model")
-        assert time.monotonic() - started < model_specs.HUB_TIMEOUT_S + 5
+            specs.hub_model("org/model")
+        assert time.monotonic() - started < specs.HUB_TIMEOUT_S + 5
         assert Hub.requests == ["/api/models/org/model"]  # asked once, no retries
 
 
@@ -114,18 +114,18 @@ def test_no_hub_at_all_fails_at_once(empty_cache, monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", closed)
     started = time.monotonic()
     with pytest.raises(CascadeUsageError, match="cannot be reached"):
-        model_specs.hub_model("org/model")
-    assert time.monotonic() - started < model_specs.HUB_TIMEOUT_S
+        specs.hub_model("org/model")
+    assert time.monotonic() - started < specs.HUB_TIMEOUT_S
 
 
 def test_the_hub_answers_for_a_model_it_has_and_one_it_has_not(empty_cache, monkeypatch):
     with hub(404) as endpoint:
         monkeypatch.setenv("HF_ENDPOINT", endpoint)
         with pytest.raises(CascadeUsageError, match=r"has no such model \(HTTP 404\)"):
-            model_specs.hub_model("org/missing")
+            specs.hub_model("org/missing")
     with hub(200) as endpoint:
         monkeypatch.setenv("HF_ENDPOINT", endpoint)
-        assert str(model_specs.hub_model("org/model")) == "org/model"  # transformers downloads it from here
+        assert str(specs.hub_model("org/model")) == "org/model"  # transformers downloads it from here
 
 
 def test_a_cached_hub_model_needs_no_hub(empty_cache, tmp_path, monkeypatch):
@@ -137,4 +137,4 @@ def test_a_cached_hub_model_needs_no_hub(empty_cache, tmp_path, monkeypatch):
     refs.mkdir()
     (refs / "main").write_text("abc123")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    assert model_specs.hub_model("org/model") == snapshot
+    assert specs.hub_model("org/model") == snapshot

@@ -20,7 +20,7 @@ import pytest
 
 from cascade_cli import verifiers
 from cascade_cli.engines.openrlhf import agent_file
-from cascade_cli.serve import RewardService
+from cascade_cli.serve.server import RewardService
 
 sys.path.insert(0, str(Path(__file__).parent))
 import echo_verifier  # noqa: E402
@@ -192,7 +192,7 @@ def test_cli_exports_the_agent_file(tmp_path, cli):
 def test_a_reward_func_file_serves_the_agent_too(tmp_path, live):
     """cluster.reward_urls may name a reward_func .py file (`cascade verify --export-reward-func`): the agent
     calls it in a thread with the whole group, as OpenRLHF's own executor would one sample at a time."""
-    from cascade_cli import reward_func
+    from cascade_cli.serve import reward_func
 
     shim = reward_func.export(tmp_path / "reward.py", workers=1, timeout_s=60.0)
     path = export(tmp_path, str(shim), outcomes_dir=None)
@@ -205,8 +205,8 @@ def test_a_reward_func_file_serves_the_agent_too(tmp_path, live):
 
 
 def test_the_agent_reaches_a_token_protected_service_with_the_token_from_its_environment(tmp_path, monkeypatch):
-    from cascade_cli.serve import Guard
-    from cascade_cli.serve_auth import TOKEN_REF, url_with_token_ref
+    from cascade_cli.serve.auth import TOKEN_REF, url_with_token_ref
+    from cascade_cli.serve.server import Guard
 
     token = "agent-test-token-0123456789"
     service = ServiceThread(
@@ -229,7 +229,7 @@ def test_the_agent_reaches_a_token_protected_service_with_the_token_from_its_env
 
 
 def test_ray_submission_carries_the_token_in_the_job_environment(monkeypatch):
-    from cascade_cli.serve_auth import with_token_env
+    from cascade_cli.serve.auth import with_token_env
 
     args = ["job", "submit", "--address", "http://head:8265", "--runtime-env-json", '{"env_vars": {"A": "1"}}']
     monkeypatch.delenv("CASCADE_REWARD_TOKEN", raising=False)

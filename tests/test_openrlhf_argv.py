@@ -341,7 +341,7 @@ def test_module_entry_points(tmp_path, capsys):
 
 def test_rl_init_with_a_foreign_chat_template_is_flagged(tmp_path):
     from cascade_cli.engines.openrlhf.runner import init_template_warning
-    from cascade_cli.tiny import build_tokenizer
+    from cascade_cli.models.tiny import build_tokenizer
 
     tokenizer = build_tokenizer()
     tokenizer.save_pretrained(tmp_path / "ours")

@@ -43,7 +43,7 @@ RL_ROWS = [
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from cascade_cli.tiny import build_tokenizer
+    from cascade_cli.models.tiny import build_tokenizer
 
     return build_tokenizer()  # the tiny model's tokenizer: chat.CHAT_TEMPLATE, as build_tiny saves it
 
@@ -54,7 +54,7 @@ FOREIGN_TEMPLATE = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n
 
 @pytest.fixture
 def base_tokenizer():
-    from cascade_cli.tiny import build_tokenizer
+    from cascade_cli.models.tiny import build_tokenizer
 
     tokenizer = build_tokenizer()
     tokenizer.chat_template = FOREIGN_TEMPLATE

@@ -30,7 +30,7 @@ from cascade_cli.engines.openrlhf.epoch_jobs import run_epoch_jobs, state_path
 from cascade_cli.engines.openrlhf.jobs import converted_data_path
 from cascade_cli.engines.openrlhf.runner import plan_commands
 from cascade_cli.jsonl import write_jsonl
-from cascade_cli.serve import RewardService
+from cascade_cli.serve.server import RewardService
 from cascade_cli.stages import openrlhf_builder
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -17,7 +17,7 @@ from cascade_cli.checkpoint import read_manifest
 from cascade_cli.config.common import ClusterConfig
 from cascade_cli.engines.openrlhf.runner import run_openrlhf_stage
 from cascade_cli.errors import CascadeRunError
-from cascade_cli.serve import RewardService
+from cascade_cli.serve.server import RewardService
 from cascade_cli.stages import openrlhf_builder
 
 pytest.importorskip("ray", reason="the Ray test needs `pip install 'ray[default]'`")

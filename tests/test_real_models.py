@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from cascade_cli import chat, real_models
+from cascade_cli import chat
 from cascade_cli.errors import CascadeUsageError
-from cascade_cli.tiny import is_embedded_spec, resolve_model
+from cascade_cli.models import real
+from cascade_cli.models.tiny import is_embedded_spec, resolve_model
 
 
 def test_smollm2_is_a_plain_hf_checkpoint_with_our_template(smollm2_dir: Path):
-    for name in ("model.safetensors", "config.json", "tokenizer.json", "chat_template.jinja", real_models.MARKER_NAME):
+    for name in ("model.safetensors", "config.json", "tokenizer.json", "chat_template.jinja", real.MARKER_NAME):
         assert (smollm2_dir / name).is_file(), name
     config = json.loads((smollm2_dir / "config.json").read_text())
     assert config["architectures"] == ["LlamaForCausalLM"] and "quantization_config" not in config
@@ -25,7 +26,7 @@ def test_smollm2_is_a_plain_hf_checkpoint_with_our_template(smollm2_dir: Path):
 
 
 def test_smollm2_resolves_from_the_cache(smollm2_dir: Path):
-    from cascade_cli.engines.local.model_io import load_model, load_tokenizer
+    from cascade_cli.models.loader import load_model, load_tokenizer
 
     began = time.perf_counter()
     assert resolve_model("smollm2-135m") == smollm2_dir
@@ -45,7 +46,7 @@ def test_llama_gqa_attention_matches_eager_on_a_left_padded_batch(smollm2_dir: P
 
     from cascade_cli.engines.local.fast_attention import left_pad
     from cascade_cli.engines.local.generation import Generator
-    from cascade_cli.engines.local.model_io import load_model, load_tokenizer
+    from cascade_cli.models.loader import load_model, load_tokenizer
 
     tokenizer, fast = load_tokenizer(smollm2_dir), load_model(smollm2_dir)
     assert fast.config._attn_implementation == "cascade_gqa_sdpa"
@@ -71,10 +72,10 @@ def test_specs_are_embedded():
 def test_gguf_spec_names_a_cache_directory_per_file(tmp_path: Path):
     file = tmp_path / "m.gguf"
     file.write_bytes(b"GGUF" + b"\0" * 8)
-    first = real_models.cache_name(f"gguf:{file}")
-    assert first.startswith("gguf-m-") and first == real_models.cache_name(f"gguf:{file}")
+    first = real.cache_name(f"gguf:{file}")
+    assert first.startswith("gguf-m-") and first == real.cache_name(f"gguf:{file}")
     file.write_bytes(b"GGUF" + b"\0" * 16)  # another file at the same path converts again
-    assert real_models.cache_name(f"gguf:{file}") != first
+    assert real.cache_name(f"gguf:{file}") != first
 
 
 def _bad(spec: str, cache: Path) -> str:
@@ -145,7 +146,7 @@ def test_gguf_path_converts_like_smollm2(smollm2_dir: Path, tmp_path: Path):
     """`gguf:PATH` of the same file: a second conversion (~20-40 s), same weights as `smollm2-135m`."""
     from safetensors.torch import load_file
 
-    converted = resolve_model(f"gguf:{real_models.smollm2_gguf()}", tmp_path)
+    converted = resolve_model(f"gguf:{real.smollm2_gguf()}", tmp_path)
     assert converted.parent == tmp_path and converted.name.startswith("gguf-SmolLM2-135M-Instruct")
     ours, theirs = load_file(converted / "model.safetensors"), load_file(smollm2_dir / "model.safetensors")
     assert ours.keys() == theirs.keys() and all((ours[k] == theirs[k]).all() for k in ours)

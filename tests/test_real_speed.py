@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from cascade_cli.config.grpo import RLVRConfig
-from cascade_cli.engines.local import grpo, model_io, precision
+from cascade_cli.engines.local import compute, grpo, precision
 from cascade_cli.engines.local.generation import Generator
 from cascade_cli.engines.local.rl_rewards import RewardHook
 from cascade_cli.engines.local.rollout_backend import (
@@ -102,7 +102,7 @@ class LowercaseShare(RewardHook):
         ]  # fmt: skip
 
 
-@pytest.mark.skipif(not model_io.bf16_supported("cpu"), reason="this CPU has no native bf16")
+@pytest.mark.skipif(not compute.bf16_supported("cpu"), reason="this CPU has no native bf16")
 def test_bf16_autocast_grpo_raises_the_reward(tmp_path, monkeypatch):
     """With bf16 autocast forced on (the tiny model is under BF16_MIN_PARAMS), the training pass (and here the
     hf rollouts too, `Generator(bf16=True)`) run in bf16 over fp32 weights and the reward still rises."""

@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 
-from cascade_cli import tiny
 from cascade_cli.checkpoint import read_manifest
 from cascade_cli.data.tiny_tasks import generate
 from cascade_cli.engines.local.checkpoint import KILL_HOOK
 from cascade_cli.jsonl import write_jsonl
+from cascade_cli.models import tiny
 
 KILL_POINTS = ["2:done", "4", "4:swap", "6:done"]
 TIMING_KEYS = {"tokens_per_s"}

@@ -14,9 +14,10 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from cascade_cli import reward_func, verifiers
+from cascade_cli import verifiers
 from cascade_cli.chat import render_prompt
 from cascade_cli.cli import app
+from cascade_cli.serve import reward_func
 from cascade_cli.verifiers.swe import preimage_from_patch
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -87,7 +88,7 @@ def test_exported_shim_bakes_in_domain_and_options(tmp_path):
         app, ["verify", "--export-reward-func", str(shim), "--domain", "echo", "--option", "bonus=0.5"]
     )
     assert result.exit_code == 0, result.output
-    assert "from cascade_cli.reward_func import" in shim.read_text()
+    assert "from cascade_cli.serve.reward_func import" in shim.read_text()
     executor = SingleTurnAgentExecutor(str(shim))
     # Labels without a domain key use the baked-in domain; the option reaches the verifier.
     cases = [(render_prompt("a"), json.dumps({"expected": "a"}), "a<|im_end|>")]

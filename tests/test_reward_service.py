@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from cascade_cli import verifiers
 from cascade_cli.chat import render_prompt
-from cascade_cli.reward_protocol import recover_response
-from cascade_cli.serve import Guard, RewardService
+from cascade_cli.serve.protocol import recover_response
+from cascade_cli.serve.server import Guard, RewardService
 from cascade_cli.verifiers.swe import preimage_from_patch
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from cascade_cli import verifiers
-from cascade_cli.serve import Guard
-from cascade_cli.serve_auth import RedactingFilter, authorized, is_loopback, resolve_token
+from cascade_cli.serve.auth import RedactingFilter, authorized, is_loopback, resolve_token
+from cascade_cli.serve.server import Guard
 
 sys.path.insert(0, str(Path(__file__).parent))
 from openrlhf_peers import run_executor  # noqa: E402
@@ -219,7 +219,7 @@ def test_cli_with_the_token_from_the_environment_masks_it_everywhere():
 
 
 def test_token_reference_in_reward_urls():
-    from cascade_cli.serve_auth import url_with_token_ref
+    from cascade_cli.serve.auth import url_with_token_ref
 
     ref = "$CASCADE_REWARD_TOKEN"
     assert url_with_token_ref("http://h:5000/get_reward", None) == "http://h:5000/get_reward"
@@ -240,7 +240,7 @@ def test_printed_plan_carries_the_reference_and_the_expanded_url_reaches_the_ser
     from openrlhf.utils.agent import SingleTurnAgentExecutor
 
     from cascade_cli.engines.openrlhf.jobs import remote_reward
-    from cascade_cli.serve_auth import expand_token_ref
+    from cascade_cli.serve.auth import expand_token_ref
 
     monkeypatch.setenv("CASCADE_REWARD_TOKEN", TOKEN)
     reward_file = tmp_path / "reward.py"

@@ -21,9 +21,10 @@ from cascade_cli.chat import render_prompt
 from cascade_cli.config.rm import RewardModelConfig
 from cascade_cli.config.structure import structure
 from cascade_cli.engines.local import reward_model as rm
-from cascade_cli.engines.local.rlhf import zscore_tanh
 from cascade_cli.jsonl import write_jsonl
-from cascade_cli.serve import RewardService
+from cascade_cli.serve.server import RewardService
+from cascade_cli.verifiers import reward_model as scoring
+from cascade_cli.verifiers.reward_model import zscore_tanh
 
 sys.path.insert(0, str(Path(__file__).parent))
 from service_thread import ServiceThread  # noqa: E402
@@ -58,10 +59,10 @@ def live(tiny_rm):
 @pytest.fixture(scope="module")
 def scores(tiny_rm):
     """The RM's own value for (prompt, answer) texts, computed without the service."""
-    model, tokenizer = rm.load_reward_model(tiny_rm, device="cpu")
+    model, tokenizer = scoring.load_reward_model(tiny_rm, device="cpu")
 
     def score(prompt: str, answers: list[str]) -> list[float]:
-        return rm.score_texts(model, tokenizer, [f"{prompt}{a}<|im_end|>" for a in answers])
+        return scoring.score_texts(model, tokenizer, [f"{prompt}{a}<|im_end|>" for a in answers])
 
     return score
 
@@ -142,13 +143,13 @@ def test_without_a_reward_model_general_rows_are_refused_with_the_fix(tmp_path):
 def test_forwarding_to_an_openrlhf_serve_rm_url_gives_the_same_rewards(tiny_rm, live, scores):
     """A stand-in for OpenRLHF's `serve_rm` (its protocol: POST {"query": [text]} -> {"rewards": [...]}; the
     real one needs deepspeed and a GPU), scoring with the same tiny RM."""
-    model, tokenizer = rm.load_reward_model(tiny_rm, device="cpu")
+    model, tokenizer = scoring.load_reward_model(tiny_rm, device="cpu")
     seen: list[list[str]] = []
 
     async def get_reward(request: web.Request) -> web.Response:
         queries = (await request.json())["query"]
         seen.append(queries)
-        rewards = rm.score_texts(model, tokenizer, queries)
+        rewards = scoring.score_texts(model, tokenizer, queries)
         return web.json_response({"rewards": rewards, "scores": rewards, "extra_logs": {"dummy_scores": rewards}})
 
     loop = asyncio.new_event_loop()

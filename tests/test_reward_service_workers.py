@@ -1,4 +1,4 @@
-"""The reward service's supervised scoring workers (serve_workers.py), on loopback: a worker killed in the
+"""The reward service's supervised scoring workers (serve/workers.py), on loopback: a worker killed in the
 middle of a request is replaced and the request retried once (the client gets the right reward); a request
 that kills its worker twice gets an explicit error row; an idle worker that dies is replaced; the service
 keeps serving throughout."""

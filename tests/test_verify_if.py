@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from cascade_cli.verifiers import get_verifier, verify_batch
+from cascade_cli.verifiers.batch import score_with
 from cascade_cli.verifiers.instruction import (
     REGISTRY,
     Evaluation,
@@ -381,7 +382,7 @@ def test_verifier_rewards_match_strict_prompt_level(
         record(response, {"instruction_id_list": row["instruction_id_list"], "kwargs": row["kwargs"]})
         for row, response in gpt4
     ]
-    scores = InstructionVerifier(loose=False).verify_batch(records)
+    scores = score_with(InstructionVerifier(loose=False), records)
     assert [score.passed for score in scores] == [evaluation.prompt_strict for evaluation in ours]
 
 

@@ -101,7 +101,7 @@ def is_model_dir(path: str | Path) -> bool:
 def require_model_dir(path: str | Path, what: str = "checkpoint") -> Path:
     path = Path(path)
     if not path.exists():
-        from cascade_cli.model_specs import close_spec, unknown_spec
+        from cascade_cli.models.specs import close_spec, unknown_spec
 
         if close_spec(str(path)):  # a typo of a spec (`smollm2-135`), not a missing folder
             raise unknown_spec(str(path), what)

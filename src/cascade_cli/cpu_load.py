@@ -2,10 +2,9 @@
 before torch loads: it cannot change afterwards) and the idle cores a stage's torch threads may take.
 
 Small-model steps are thousands of short parallel regions. On an idle machine OpenMP's default (idle threads
-spin briefly before sleeping) is fastest: sleeping threads woken for every region made a tiny-model SFT step
-(batch 4, 2 threads) 2.1x slower (158 ms vs 77 ms). On a machine that other processes already keep busy,
-spinning threads fight them for the cores and PASSIVE (sleep at once) is faster: two such runs at once took
-217 ms per step each spinning, 117 ms passive. An explicit `OMP_WAIT_POLICY` always wins.
+spin briefly before sleeping) is fastest: waking a sleeping thread for every short region costs more than
+the region. On a machine that other processes already keep busy, spinning threads fight them for the cores
+and PASSIVE (sleep at once) is faster. An explicit `OMP_WAIT_POLICY` always wins.
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ class StageKind:
         """Every check of a stage config: its class's bounds and checks (config/checks.py), the model specs
         it names (a typo fails here with a did-you-mean, not after loading a model library), then the kind's
         registry check. The recipe loader (so `recipe validate`) and every run call this."""
-        from cascade_cli.model_specs import check_spec
+        from cascade_cli.models.specs import check_spec
 
         validate(config)
         for key in MODEL_KEYS:
@@ -56,7 +56,7 @@ class StageKind:
         try:
             self.check(config)
             if config.engine == "local":
-                from cascade_cli.model_specs import check_hub
+                from cascade_cli.models.specs import check_hub
 
                 for key in MODEL_KEYS:
                     check_hub(getattr(config, key, None), key)

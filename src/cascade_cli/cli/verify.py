@@ -15,7 +15,7 @@ from cascade_cli.errors import CascadeUsageError
 
 
 def _verify_options(option: list[str], domain: str | None, unsafe_no_sandbox: bool, all_tests: bool):
-    from cascade_cli.scoring import parse_options
+    from cascade_cli.verifiers.file_scoring import parse_options
 
     options = parse_options(option, domain)
     if unsafe_no_sandbox:
@@ -123,7 +123,8 @@ def verify_command(
     Example: [bold]cascade verify --export-agent agent.py --reward-url http://HOST:5000/get_reward --top-k 20
     --overlong-filter[/]  (then --train.agent_func_path agent.py)
     """
-    from cascade_cli import reward_func, scoring
+    from cascade_cli.serve import reward_func
+    from cascade_cli.verifiers import file_scoring
 
     options = _verify_options(option or [], domain, unsafe_no_sandbox, all_tests)
     if print_reward_func_path:
@@ -143,7 +144,7 @@ def verify_command(
         console.print(f"wrote {path}; pass it to OpenRLHF as --train.agent_func_path {path}")
         return
     if serve:
-        from cascade_cli.serve import run_server
+        from cascade_cli.serve.server import run_server
 
         run_server(
             host=host, port=port, token=token, max_body_bytes=int(max_body_mb * 1024 * 1024),
@@ -161,7 +162,7 @@ def verify_command(
     from cascade_cli.progress import Progress
 
     with Progress("verifying", unit="record", transient=True, enabled=not json_summary) as progress:
-        summary, rows = scoring.verify_file(
+        summary, rows = file_scoring.verify_file(
             input, output, domain=domain, options=options, workers=workers or 1,
             on_total=lambda total: progress.update(total=total),
             on_progress=lambda done: progress.advance(done),
@@ -170,7 +171,7 @@ def verify_command(
     if json_summary:
         typer.echo(json.dumps(summary))
     else:
-        stdout.print(scoring.summary_table(summary, title=f"cascade verify {input.name}"))
+        stdout.print(file_scoring.summary_table(summary, title=f"cascade verify {input.name}"))
         for message in bad[:10]:
             console.print(labelled("bad row", "yellow", message), soft_wrap=True)
         if len(bad) > 10:

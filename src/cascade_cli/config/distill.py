@@ -11,10 +11,11 @@ Every other key is GRPO's (LoRA, bf16, chunked log-probs, rollout backend, check
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import ClassVar, Optional
 
 from omegaconf import MISSING
 
+from cascade_cli.config.checks import Bound, Range, at_least
 from cascade_cli.config.grpo import GRPOConfig
 from cascade_cli.errors import CascadeUsageError
 
@@ -62,19 +63,13 @@ class DistillConfig(GRPOConfig):
     # Options per domain's verifier, e.g. {code: {all_tests: true}}.
     verifier_options: dict[str, dict] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not 0 < self.importance_low <= 1 <= self.importance_high:
-            raise CascadeUsageError(
-                f"importance_low, importance_high: expected 0 < low <= 1 <= high, found "
-                f"{self.importance_low}, {self.importance_high}"
-            )
-        if self.reward_weight < 0:
-            raise CascadeUsageError(f"reward_weight: expected 0 or more, found {self.reward_weight}")
-        if self.warmup_steps < 0 or self.warmup_start_lr < 0:
-            raise CascadeUsageError(
-                f"warmup_steps, warmup_start_lr: expected 0 or more, found {self.warmup_steps}, {self.warmup_start_lr}"
-            )
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "warmup_steps": at_least(0), "warmup_start_lr": at_least(0), "reward_weight": at_least(0),
+        "importance_low": Range(0, 1, low_open=True), "importance_high": at_least(1),
+    }
+
+    def check(self) -> None:
+        super().check()
         for key in ("dynamic_filter", "epoch_filter"):
             if getattr(self, key):
                 raise CascadeUsageError(

@@ -33,7 +33,7 @@ class SFTConfig(TrainerConfig):
     packing: bool = False  # several examples per row, attention kept within each example
     bf16: bool = True  # bf16 autocast where the hardware has native bf16; fp32 master weights always
     # torch.compile the decoder's training passes (fuses a small model's many short kernels; the first step
-    # compiles, 30-150 s on 2 cores; on CPU needs a C++ compiler, else a warning and eager).
+    # pays the compile, so it suits runs of many steps; on CPU needs a C++ compiler, else a warning and eager).
     compile: bool = False
     # Shuffle the rows every epoch (seeded).
     shuffle: bool = True

@@ -53,7 +53,7 @@ def length_stats(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
 
 
 def load_tokenizer(spec: str) -> Any:
-    from cascade_cli import tiny
+    from cascade_cli.models import tiny
 
     if tiny.is_tiny_spec(spec):
         return tiny.build_tokenizer()

@@ -6,7 +6,7 @@ from collections import Counter
 from typing import Any
 
 from cascade_cli.data.prompt_filters import prompt_text
-from cascade_cli.verifiers.language import detect_code_switch
+from cascade_cli.verifiers.code_switch import detect_code_switch
 
 
 def answer_texts(row: dict[str, Any]) -> list[str]:

@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from cascade_cli.data.formats_real import GSM8K_TEMPLATE, MBPP_TEMPLATE, gsm8k_solution, mbpp_label
-from cascade_cli.evaluation.benchmarks import Benchmark, _row, shared_file
+from cascade_cli.data.shared_paths import shared_file
+from cascade_cli.evaluation.benchmark_rows import Benchmark, _row
 from cascade_cli.jsonl import iter_jsonl
 
 GSM8K_FILE = "real/gsm8k/test.jsonl"

@@ -1,39 +1,17 @@
 """Verifier registry: one verifier per domain, one batch API for every caller.
 
+The registry (domain -> verifier factory) is `registry.py`; the contract `base.py`.
+
 Every caller scores through the one batch scorer, `verifiers/batch.py`; `verify_batch` is its `list[Score]` face
 (what the GRPO trainer calls).
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable
 from typing import Any
 
-from cascade_cli.verifiers.base import RECORD_TIMEOUT_OPTION, Score, Verifier
-
-# domain -> "module:factory". Modules import lazily so that a light caller never pays for sympy or bwrap.
-_REGISTRY: dict[str, str] = {}
-
-
-def register(domain: str, target: str) -> None:
-    _REGISTRY[domain] = target
-
-
-def known_domains() -> list[str]:
-    return sorted(_REGISTRY)
-
-
-def get_verifier(domain: str, **options: Any) -> Verifier:
-    """A new verifier for `domain` (callers that score use `batch.load_verifier`, one per process).
-
-    `record_timeout_s` belongs to the batch scorer and is dropped here."""
-    if domain not in _REGISTRY:
-        raise KeyError(f"unknown domain {domain!r}; known domains: {', '.join(known_domains())}")
-    module_name, attribute = _REGISTRY[domain].split(":")
-    factory: Callable[..., Verifier] = getattr(importlib.import_module(module_name), attribute)
-    options.pop(RECORD_TIMEOUT_OPTION, None)
-    return factory(**options)
+from cascade_cli.verifiers.base import Score, Verifier
+from cascade_cli.verifiers.registry import _REGISTRY, get_verifier, known_domains, register  # noqa: F401  (_REGISTRY: the one dict)
 
 
 def verify_batch(
@@ -49,12 +27,5 @@ def verify_batch(
 
     return [result.to_score() for result in score_records(records, domain, options, workers=workers)]
 
-
-register("math", "cascade_cli.verifiers.math:MathVerifier")
-register("if", "cascade_cli.verifiers.instruction:InstructionVerifier")
-register("code", "cascade_cli.verifiers.code:CodeVerifier")
-register("swe", "cascade_cli.verifiers.swe:SweVerifier")
-register("mcq", "cascade_cli.verifiers.mcq:MCQVerifier")
-register("language", "cascade_cli.verifiers.language:LanguageVerifier")
 
 __all__ = ["Score", "Verifier", "get_verifier", "known_domains", "register", "verify_batch"]

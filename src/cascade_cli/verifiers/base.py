@@ -1,4 +1,4 @@
-"""The verifier contract: `verify_batch(records) -> list[Score]`.
+"""The verifier contract: `score(record) -> Score`, never raising; a batch goes through `batch.py`.
 
 A record is a rollout record: `{"id", "prompt", "response", "label", "domain", "mode", "finish_reason"}`.
 Verifiers are pure (no globals mutated), deterministic, and safe to call from threads and processes.
@@ -64,7 +64,7 @@ class Verifier:
     """One domain's checker. Subclasses implement `verify_one`; `check_label` validates data up front.
 
     `code_switch_reward`: when not None, a response that switches script or language away from its prompt's
-    (verifiers/language.py) gets this reward instead, whatever `verify_one` said (the paper: math -1,
+    (verifiers/code_switch.py) gets this reward instead, whatever `verify_one` said (the paper: math -1,
     code 0; RLHF's "lowest in batch - 10" is batch-level and done by the trainer from `details`).
     `concurrency`: how many records the batch scorer may hand to `score` at once in threads (1: CPU-bound
     Python gains nothing from threads; code: one per warm sandbox). `interruptible`: whether a deadline may
@@ -108,7 +108,7 @@ class Verifier:
         prompt, response = prompt_text(record.get("prompt")), record.get("response")
         if not prompt or not isinstance(response, str):
             return score
-        from cascade_cli.verifiers.language import detect_code_switch
+        from cascade_cli.verifiers.code_switch import detect_code_switch
 
         result = detect_code_switch(prompt, response)
         if not result.switched:
@@ -120,9 +120,3 @@ class Verifier:
             "reward_before_code_switch": score.reward,
         }
         return Score(float(self.code_switch_reward), False, details)
-
-    def verify_batch(self, records: list[dict[str, Any]]) -> list[Score]:
-        """Every record through `score`, timed and time-limited by the batch scorer (no label pre-check)."""
-        from cascade_cli.verifiers.batch import score_timed
-
-        return [score for score, _ in score_timed(self, records)]

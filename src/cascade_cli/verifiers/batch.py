@@ -31,9 +31,9 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from cascade_cli.verifiers import _REGISTRY, get_verifier
 from cascade_cli.verifiers.base import RECORD_TIMEOUT_OPTION, RecordError, Score, Verifier, parse_label
 from cascade_cli.verifiers.deadline import DeadlineExceeded, run_with_deadline
+from cascade_cli.verifiers.registry import _REGISTRY, get_verifier
 
 Options = dict[str, dict[str, Any]]
 DEFAULT_RECORD_TIMEOUT_S = 120.0
@@ -228,18 +228,40 @@ def _precheck(
     verifier = loaded[record_domain]
     if isinstance(verifier, str):
         return row_error(verifier)
+    problem = record_problem(verifier, record, record_domain)
+    return row_error(problem) if problem else record_domain
+
+
+def record_problem(verifier: Verifier, record: dict[str, Any], domain: str) -> str | None:
+    """Why `verifier` cannot score `record` (a missing field, a label `check_label` refuses), or None."""
     for name in ("response", "label"):
         if name not in record:
-            return row_error(f"missing field {name!r}")
+            return f"missing field {name!r}"
     try:
         label_problem = verifier.check_label(parse_label(record))
     except RecordError as error:
-        return row_error(str(error))
+        return str(error)
     except Exception as error:  # a verifier bug in check_label must not end the batch
-        return row_error(f"verifier error in check_label: {type(error).__name__}: {error}")
+        return f"verifier error in check_label: {type(error).__name__}: {error}"
     if label_problem:
-        return row_error(f"label of the wrong shape for domain {record_domain!r}: {label_problem}")
-    return record_domain
+        return f"label of the wrong shape for domain {domain!r}: {label_problem}"
+    return None
+
+
+def score_with(
+    verifier: Verifier, records: list[dict[str, Any]], timeout_s: float | None = DEFAULT_RECORD_TIMEOUT_S
+) -> list[Score]:
+    """Every record through one verifier the batch way: checked up front (a bad record scores 0 with
+    `details["error"]`), then `score_timed`."""
+    scores: list[Score | None] = [None] * len(records)
+    problems = {i: record_problem(verifier, record, verifier.domain) for i, record in enumerate(records)}
+    for i, problem in problems.items():
+        if problem:
+            scores[i] = row_error(problem).to_score()
+    good = [i for i in range(len(records)) if scores[i] is None]
+    for i, (score, _) in zip(good, score_timed(verifier, [records[i] for i in good], timeout_s), strict=True):
+        scores[i] = score
+    return scores  # type: ignore[return-value]
 
 
 def _score_in_process(

@@ -71,6 +71,7 @@ RUNTIME_KEYS: tuple[str, ...] = (
     "verify_workers",
     "cluster",
 )
+MODEL_INPUTS = ("init", "reward_model", "teachers")  # checkpoints (fingerprinted by their manifest); teachers: a dict
 STAGING_SUFFIX, PREVIOUS_SUFFIX = ".tmp", ".old"
 FINAL_STAGING = ".final.tmp"
 # Tests: "STEP[:PHASE]" SIGKILLs this process while saving STEP's state: "write" (default, staging half
@@ -146,12 +147,16 @@ def describe_diff(old: dict[str, Any], new: dict[str, Any], keys: list[str]) -> 
     )
 
 
-def input_fingerprints(init: str | None, **paths: str | Path | None) -> dict[str, str]:
-    """sha256 of each existing data path, plus `init`'s manifest when `init` is a stage output: cheap even
-    for a large model, and it changes whenever that stage trains again (a resume must not mix inputs)."""
+def input_fingerprints(
+    init: str | None = None, *, models: dict[str, str | None] | None = None, **paths: str | Path | None
+) -> dict[str, str]:
+    """sha256 of each existing data path, plus each model input's manifest when it is a stage output (`init`,
+    and `models` by key, e.g. the reward model): cheap even for a large model, and it changes whenever that
+    stage trains again, so a resume never mixes state trained from one model with another."""
     prints = {name: fingerprint_path(path) for name, path in paths.items() if path and Path(path).exists()}
-    if init and (Path(init) / MANIFEST_NAME).is_file():
-        prints["init"] = fingerprint_path(Path(init) / MANIFEST_NAME)
+    for name, model in {"init": init, **(models or {})}.items():
+        if model and (Path(model) / MANIFEST_NAME).is_file():
+            prints[name] = fingerprint_path(Path(model) / MANIFEST_NAME)
     return prints
 
 
@@ -185,6 +190,12 @@ def clear(out: str | Path) -> None:
         (out / name).unlink(missing_ok=True)
 
 
+def _input_changed(name: str) -> str:
+    if name.split(".")[0] in MODEL_INPUTS:  # teachers.math: distill's teacher of math
+        return f"{name} (that checkpoint was trained again since)"
+    return f"{name} (its contents changed)"
+
+
 def _changed(
     out: Path,
     saved_config: dict[str, Any],
@@ -193,14 +204,16 @@ def _changed(
     fingerprints: dict[str, str],
 ) -> CascadeUsageError | None:
     keys = config_diff(saved_config, config)
-    what = describe_diff(saved_config, config, keys)
-    data = [name for name, value in fingerprints.items() if saved_prints.get(name, value) != value]
-    if data:
-        what = ", ".join(filter(None, [what, *(f"{name} (its contents changed)" for name in data)]))
-    if not what:
+    inputs = [name for name, value in fingerprints.items() if saved_prints.get(name, value) != value]
+    changes = []
+    if keys:
+        changes.append(f"a different config: {describe_diff(saved_config, config, keys)}")
+    if inputs:
+        changes.append(f"other inputs: {', '.join(map(_input_changed, inputs))}")
+    if not changes:
         return None
     return CascadeUsageError(
-        f"{out} was trained with a different config: {what}; pass --restart (restart=true) to start over"
+        f"{out} was trained with {' and '.join(changes)}; pass --restart (restart=true) to start over"
     )
 
 
@@ -358,7 +371,7 @@ def save_final(out: str | Path, model, tokenizer=None, **save_kwargs: Any) -> No
     writes the manifest last (status completed): until then a rerun resumes from trainer_state/. A LoRA
     model is saved merged: a plain HF checkpoint (no adapter files) that vLLM and OpenRLHF read."""
     from cascade_cli.engines.local import lora
-    from cascade_cli.engines.local.model_io import quiet_transformers
+    from cascade_cli.models.loader import quiet_transformers
 
     quiet_transformers()
     out = Path(out)

@@ -28,17 +28,15 @@ from typing import Any
 
 import torch
 
-from cascade_cli.checkpoint import require_model_dir
 from cascade_cli.config.distill import DistillConfig
 from cascade_cli.config.grpo import DOMAIN_MODES
-from cascade_cli.engines.local import model_io, precision, rl_data, rl_rewards
-from cascade_cli.engines.local.fast_attention import use_gqa_sdpa
-from cascade_cli.engines.local.grpo import Run, TrainSequence, run_grpo, sequence_logprobs
+from cascade_cli.engines.local import precision, rl_rewards
+from cascade_cli.engines.local.grpo import Run, TrainSequence, load_checked_rows, run_grpo, sequence_logprobs
 from cascade_cli.engines.local.losses import mopd_loss
 from cascade_cli.engines.local.optim import linear_warmup
 from cascade_cli.errors import CascadeUsageError
-from cascade_cli.records import HELDOUT_FILE, load_rows
-from cascade_cli.tiny import resolve_model
+from cascade_cli.models import loader
+from cascade_cli.models.attention import use_gqa_sdpa
 from cascade_cli.verifiers.batch import load_verifier
 
 LINEAGE_PREFIX = "best:"
@@ -105,15 +103,15 @@ def teacher_dirs(config: DistillConfig) -> dict[str, Path]:
                 f"teachers.{domain}: {spec} names a stage of a recipe run; `cascade recipe run` resolves it "
                 "from the run's evaluations (`cascade recipe plan` prints the path): give a checkpoint here"
             )
-        dirs[domain] = require_model_dir(resolve_model(str(spec)), f"teachers.{domain}")
+        dirs[domain] = loader.resolve(str(spec), f"teachers.{domain}")
     return dirs
 
 
-def check_tokenizers(student: str, dirs: dict[str, Path]) -> None:
+def check_tokenizers(student: str | Path, dirs: dict[str, Path]) -> None:
     """Every teacher reads the student's token ids the same way: the same vocabulary, else exit 2."""
-    student_vocab = model_io.load_tokenizer(student).get_vocab()
+    student_vocab = loader.load_tokenizer(student).get_vocab()
     for domain, path in dirs.items():
-        vocab = model_io.load_tokenizer(path).get_vocab()
+        vocab = loader.load_tokenizer(path).get_vocab()
         if vocab != student_vocab:
             raise CascadeUsageError(
                 f"teachers.{domain}: {path} has another tokenizer than the student {student} ({len(vocab)} vs "
@@ -126,7 +124,7 @@ def load_teachers(dirs: dict[str, Path], dtype: str, device: str) -> dict[str, A
     loaded: dict[Path, Any] = {}
     for path in dict.fromkeys(dirs.values()):
         weights = str(precision.weight_dtype(dtype, device)).removeprefix("torch.")
-        loaded[path] = model_io.load_model(path, dtype=weights, device=device).eval().requires_grad_(False)
+        loaded[path] = loader.load_model(path, dtype=weights, device=device).eval().requires_grad_(False)
     return {domain: loaded[path] for domain, path in dirs.items()}
 
 
@@ -135,20 +133,14 @@ def load_teachers(dirs: dict[str, Path], dtype: str, device: str) -> dict[str, A
 # ---------------------------------------------------------------------------------------------------------
 
 
-def load_domain_rows(paths: list[str], verifiers: dict[str, Any], names: tuple[str, ...] | None = None) -> list[dict]:
-    """The rows of every file, each checked against its domain's verifier; a row without `mode` gets its
-    domain's RL mode (if: no_think, else think)."""
-    rows = []
-    for path in paths:
-        part = load_rows(path, names) if names else load_rows(path)
-        rl_data.check_rows(part, verifiers, path)
-        rows += [{**row, "mode": row.get("mode") or DOMAIN_MODES.get(row["domain"], "think")} for row in part]
-    return rows
+def with_domain_modes(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A row without `mode` gets its domain's RL mode (if: no_think, else think)."""
+    return [{**row, "mode": row.get("mode") or DOMAIN_MODES.get(row["domain"], "think")} for row in rows]
 
 
 def run_distill(config: DistillConfig) -> dict[str, Any]:
-    """`cascade distill`: the student (`init`) learns each domain from its teacher on its own samples."""
-    student = str(require_model_dir(resolve_model(config.init or ""), "init checkpoint"))
+    """`cascade distill`: the student (`init`) learns each domain from its teacher on its own samples, through
+    the one stage lifecycle (stage.py; the teachers are inputs like the init: retrained, they refuse a resume)."""
     dirs = teacher_dirs(config)
     options = {domain: dict(config.verifier_options.get(domain) or {}) for domain in dirs}
     try:
@@ -157,9 +149,10 @@ def run_distill(config: DistillConfig) -> dict[str, Any]:
         raise CascadeUsageError(f"teachers: {error.args[0]}: no verifier for this domain") from None
     except (TypeError, ValueError) as error:
         raise CascadeUsageError(f"verifier_options: not accepted ({error})") from None
-    rows = load_domain_rows(config.data, verifiers)
-    eval_rows = load_domain_rows(config.eval_data, verifiers, (HELDOUT_FILE,)) if config.eval_data else None
-    check_tokenizers(student, dirs)
+    check_tokenizers(loader.resolve(config.init or "", "init"), dirs)
+    stage, rows, eval_rows = load_checked_rows(config, verifiers)
+    if stage.completed is not None:
+        return stage.completed
 
     def setup(run: Run) -> None:
         teachers = load_teachers(dirs, config.dtype, run.device)
@@ -174,4 +167,7 @@ def run_distill(config: DistillConfig) -> dict[str, Any]:
         )
 
     reward = rl_rewards.VerifierReward(None, workers=config.verify_workers, options=options)
-    return run_grpo(config, reward, domain=None, mode=config.mode or "row", rows=rows, eval_rows=eval_rows, setup=setup)
+    return run_grpo(
+        config, reward, domain=None, mode=config.mode or "row", rows=with_domain_modes(rows),
+        eval_rows=with_domain_modes(eval_rows) if eval_rows else None, stage=stage, setup=setup,
+    )

@@ -34,9 +34,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
@@ -44,7 +43,7 @@ from cascade_cli.chat import IM_END
 from cascade_cli.engines.local import vllm_engine
 from cascade_cli.engines.local.checkpoint import rng_state as global_rng_state
 from cascade_cli.engines.local.checkpoint import set_rng_state as set_global_rng_state
-from cascade_cli.engines.local.fast_attention import use_gqa_sdpa
+from cascade_cli.engines.local.completion import Completion, FinishReason, Sampling, _stop_token_ids  # noqa: F401  (the API)
 from cascade_cli.engines.local.lora import merged_state_dict
 from cascade_cli.engines.local.rollout_backend import (  # noqa: F401  (re-exported: the backend API)
     AUTO_VLLM_MIN_PARAMS,
@@ -54,48 +53,10 @@ from cascade_cli.engines.local.rollout_backend import (  # noqa: F401  (re-expor
     vllm_available,
 )
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.models.attention import use_gqa_sdpa
+from cascade_cli.models.loader import load_model, load_tokenizer, pick_device
 
 DEFAULT_STOP: tuple[str, ...] = (IM_END,)
-
-FinishReason = Literal["stop", "length"]
-
-
-@dataclass
-class Completion:
-    text: str
-    token_ids: list[int]
-    finish_reason: FinishReason
-    logprob_sum: float | None = None
-    token_logprobs: list[float] | None = None  # vLLM with logprobs=True: each sampled token's log-prob
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """What `generate` asks of either backend."""
-
-    n: int
-    max_new_tokens: int
-    temperature: float
-    top_p: float
-    top_k: int
-    stop: list[str]
-    logprobs: bool
-
-
-def _stop_token_ids(tokenizer: Any, stop: Sequence[str]) -> tuple[list[int], list[str]]:
-    """Split stop strings into single-token ids (checked on ids, fast) and multi-token strings (on text)."""
-    ids: list[int] = []
-    strings: list[str] = []
-    for text in stop:
-        encoded = tokenizer.encode(text, add_special_tokens=False)
-        if len(encoded) == 1:
-            ids.append(encoded[0])
-        else:
-            strings.append(text)
-    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
-        ids.append(tokenizer.eos_token_id)
-    return ids, strings
-
 
 class Generator:
     """Batched sampling from a causal LM. See the module docstring for the backends and the `auto` rule."""
@@ -117,7 +78,7 @@ class Generator:
         planned_tokens: int | None = None,
         share_prompt: bool = True,
     ) -> None:
-        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.device = pick_device(device)
         self.seed = seed
         self.share_prompt = share_prompt  # hf loop: n samples attend to one copy of the prompt's cache
         self.bf16 = bf16  # hf loop: bf16 autocast over fp32 weights (the trainer's precision choice)
@@ -174,16 +135,12 @@ class Generator:
     # ---- backends -------------------------------------------------------------------------------------
 
     def _init_hf(self, model: Any, tokenizer: Any, dtype: str) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
         if model is None:
             if self.model_dir is None:
                 raise CascadeUsageError("Generator needs a model directory or a model")
-            torch_dtype = "auto" if dtype == "auto" else getattr(torch, dtype)
-            model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=torch_dtype).to(self.device)
-            model.eval()
+            model = load_model(self.model_dir, dtype=dtype, device=self.device).eval()
         if tokenizer is None:
-            tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
+            tokenizer = load_tokenizer(self.model_dir)
         use_gqa_sdpa(model)
         self.model = model
         self.tokenizer = tokenizer
@@ -193,14 +150,12 @@ class Generator:
         self.pad_id = pad if pad is not None else (tokenizer.eos_token_id or 0)
 
     def _init_vllm(self, dtype: str, max_model_len: int | None, extra: dict[str, Any]) -> None:
-        from transformers import AutoTokenizer
-
         outer = global_rng_state()
         self._llm = vllm_engine.acquire(
             self.model_dir, dtype=vllm_engine.resolve_dtype(dtype, self.device), max_model_len=max_model_len, device=self.device, seed=self.seed,
             options=extra,
         )
-        self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
+        self.tokenizer = load_tokenizer(self.model_dir)
         torch.manual_seed(self.seed)  # vLLM seeds at start-up too; this makes the state ours, whatever it does
         self._engine_rng = global_rng_state()
         set_global_rng_state(outer)

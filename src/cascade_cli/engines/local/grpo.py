@@ -1,5 +1,4 @@
-"""GRPO on the local engine (Nemotron-Cascade §1.1): `cascade rlvr --domain DOMAIN` and, via the reward hook,
-RLHF.
+"""GRPO on the local engine (Nemotron-Cascade §1.1): `cascade rlvr --domain DOMAIN`; via the reward hook, RLHF.
 
 `train_step` is one step, top to bottom:
   1. prompts    take prompts from the sampler, render them in the stage's mode;
@@ -28,37 +27,19 @@ from typing import Any
 
 import torch
 
-from cascade_cli.checkpoint import MetricsLog, require_model_dir
 from cascade_cli.config.grpo import DOMAIN_MODES, GRPOConfig, PhaseConfig, RLVRConfig, resolve_phases
-from cascade_cli.config.structure import to_plain
-from cascade_cli.console import console
-from cascade_cli.engines.local import (
-    checkpoint,
-    lora,
-    model_io,
-    optim,
-    precision,
-    rl_data,
-    rl_eval,
-    rl_records,
-    rl_rewards,
-)
+from cascade_cli.engines.local import heldout, lora, optim, precision, rl_data, rl_records, rl_rewards
+from cascade_cli.engines.local.compute import autocast, bf16_supported
 from cascade_cli.engines.local.generation import Generator
 from cascade_cli.engines.local.grad_checkpointing import fitting_micro_batch
 from cascade_cli.engines.local.logprobs import response_hidden, token_logprobs
 from cascade_cli.engines.local.losses import grpo_loss
-from cascade_cli.engines.local.model_io import (
-    configure_threads,
-    load_tokenizer,
-    prepare_for_training,
-    quiet_transformers,
-)
 from cascade_cli.engines.local.rl_data import KeepRate, PromptSampler, prompt_mode, render_row
 from cascade_cli.engines.local.rl_rewards import Group, RewardHook
+from cascade_cli.engines.local.stage import Stage
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.progress import Progress
-from cascade_cli.records import HELDOUT_FILE, load_rows
-from cascade_cli.tiny import resolve_model
+from cascade_cli.records import load_rows, resolve_rows_path
 from cascade_cli.verifiers import Score
 from cascade_cli.verifiers.batch import load_verifier
 
@@ -230,7 +211,7 @@ def sequence_logprobs(
     """(log-probs, entropy, present) [B, R] of the micro-batch's responses under `model`'s sampling law."""
     prompts, responses = [s.prompt_ids for s in micro], [s.response_ids for s in micro]
     chunk, bonus = run.config.logprob_chunk_tokens, bool(run.config.entropy_coef)
-    with model_io.autocast(run.device, run.bf16):
+    with autocast(run.device, run.bf16):
         hidden, tokens, present = response_hidden(model, prompts, responses, run.pad_id, run.device)
         logprobs, entropy = token_logprobs(
             hidden, model.get_output_embeddings(), tokens, temperature, chunk, bonus, present=present
@@ -258,7 +239,7 @@ def micro_step(run: Run, micro: list[TrainSequence], normaliser: int, temperatur
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Phases and setup (held-out evaluation: rl_eval.py)
+# Setup (the lifecycle around it: stage.py)
 # ---------------------------------------------------------------------------------------------------------
 
 
@@ -270,18 +251,14 @@ def build_run(
     domain: str | None,
     mode: str,
     eval_rows: list[dict[str, Any]] | None,
+    stage: Stage | None = None,
 ) -> Run:
-    """Policy, frozen reference, optimizer and prompt sampler, seeded by `config.seed` (no generator yet)."""
-    from transformers import AutoModelForCausalLM
-
-    init = str(require_model_dir(resolve_model(config.init or ""), "init checkpoint"))
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    configure_threads()
-    quiet_transformers()
-    torch.manual_seed(config.seed)
-    tokenizer = load_tokenizer(init)  # a pad token and, for ChatML, the project's template
-    pad = tokenizer.pad_token_id
-    policy = AutoModelForCausalLM.from_pretrained(init, dtype=precision.weight_dtype(config.dtype, device)).to(device)
+    """Policy, frozen reference, optimizer and prompt sampler, seeded by `config.seed` (no generator yet).
+    `stage`: the lifecycle this run trains in (default: `Stage.bare`, an init and no OUT)."""
+    stage = stage or Stage.bare(config)
+    device = stage.setup()
+    tokenizer = stage.load_tokenizer()
+    policy = stage.load_model(dtype=precision.weight_dtype(config.dtype, device))
     params = sum(p.numel() for p in policy.parameters())  # the base model's size (before any adapters)
     limit = config.max_prompt_len
     rows, longest_prompt = rl_data.fit_prompts(rows, config.data, mode, tokenizer, limit)
@@ -290,53 +267,56 @@ def build_run(
     # a group's rows share one forward of its prompt (logprobs.response_hidden): a row's share of the tokens
     row_tokens = longest_response + -(-longest_prompt // config.group_size)
     micro_batch = fitting_micro_batch(policy, config.gradient_checkpointing, config.train_micro_batch, row_tokens, device)
-    policy = prepare_for_training(policy, config, tokens=micro_batch * row_tokens)  # LoRA, checkpointing
+    policy = stage.prepare_for_training(policy, tokens=micro_batch * row_tokens)  # LoRA, checkpointing
     policy.train()
     reference = lora.frozen_reference(policy) if config.kl_coef > 0 else None
-    trained = [p for p in policy.parameters() if p.requires_grad]  # under LoRA: the adapters only
-    optimizer = torch.optim.AdamW(
-        trained, lr=config.lr, betas=(config.beta1, config.beta2), weight_decay=config.weight_decay,
-        **optim.kernel(trained),
-    )
+    # no decay on norms and biases; under LoRA only the adapters train
+    optimizer = optim.adamw(policy, config.lr, (config.beta1, config.beta2), config.weight_decay)
     sampler = PromptSampler(
         len(rows), config.seed, config.epoch_filter, config.epoch_filter_hard_p, config.epoch_filter_easy_p
     )
     return Run(
-        config=config, init=init, domain=domain, mode=mode, phases=resolve_phases(config), rows=rows,
-        eval_rows=eval_rows, reward=reward, tokenizer=tokenizer, device=device,
-        pad_id=pad if pad is not None else (tokenizer.eos_token_id or 0),
+        config=config, init=str(stage.init), domain=domain, mode=mode, phases=resolve_phases(config), rows=rows,
+        eval_rows=eval_rows, reward=reward, tokenizer=tokenizer, device=device, pad_id=tokenizer.pad_token_id,
         policy=policy, reference=reference, optimizer=optimizer, sampler=sampler, micro_batch=micro_batch,
-        bf16=precision.autocast_bf16(config.dtype, device, params, model_io.bf16_supported(device)),
+        bf16=precision.autocast_bf16(config.dtype, device, params, bf16_supported(device)),
+    )
+
+
+def evaluate(run: Run) -> dict[str, Any]:
+    """Greedy held-out accuracy and mean reward of the current policy (the one held-out path, heldout.py)."""
+    config = run.config
+    rows = heldout.limit_rows(run.eval_rows, config.eval_limit, run.domain)
+    return heldout.evaluate(
+        run.generator, run.tokenizer, rows, mode=run.mode, domain=run.domain, reward=run.reward,
+        max_new_tokens=config.eval_max_new_tokens or run.phases[-1].max_response_len,
     )
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Checkpoints and the loop
+# The loop and the entry points
 # ---------------------------------------------------------------------------------------------------------
 
 
-def save_checkpoint(run: Run, step: int, config_dict: dict[str, Any], eval_before: dict | None) -> None:
+def save_state(stage: Stage, run: Run, step: int, eval_before: dict | None) -> None:
     """trainer_state/ (the one layout): policy, optimizer, global RNGs, and in `extra` the generator's RNG,
     the prompt sampler, the kept fraction and the held-out metrics before training."""
     extra = {
         "sampler": run.sampler.state(),
         "generator_rng": run.generator.rng_state(),
         "keep_rate": asdict(run.keep_rate),
+        "eval_before": eval_before,
     }
-    extra["eval_before"] = eval_before
-    checkpoint.save_state(
-        run.config.out or "", step=step, config=config_dict, model=run.policy, optimizer=run.optimizer,
-        extra=extra, fingerprints=rl_records.data_fingerprints(run.config, "data"),
-    )
+    stage.save_state(step, run.policy, run.optimizer, extra=extra)
 
 
-def train(run: Run, step: int, eval_before: dict | None, config_dict: dict[str, Any]) -> dict[str, Any]:
-    """Steps `step + 1 ..` to the end of the schedule; the final checkpoint; the summary."""
-    config, out = run.config, Path(run.config.out or "")
+def train(stage: Stage, run: Run) -> dict[str, Any]:
+    """Steps from `stage.begin` to the end of the schedule; the final checkpoint; the summary."""
+    config, step, eval_before = run.config, stage.begin.step, stage.begin.extra.get("eval_before")
     started, total_steps = time.perf_counter(), sum(phase.steps for phase in run.phases)
     if run.eval_rows and eval_before is None:
-        eval_before = rl_eval.evaluate(run)
-    metrics_log = MetricsLog(out, tensorboard=config.tensorboard, truncate_after_step=step or None)
+        eval_before = evaluate(run)
+    metrics_log = stage.metrics_log()
     last: dict[str, Any] = {}
     with Progress(config.name or config.kind, total_steps, done=step, line_per_update=True) as progress:
         while step < total_steps:
@@ -352,15 +332,15 @@ def train(run: Run, step: int, eval_before: dict | None, config_dict: dict[str, 
                 ),
             )
             if config.save_every and step % config.save_every == 0 and step < total_steps:
-                save_checkpoint(run, step, config_dict, eval_before)
+                save_state(stage, run, step, eval_before)
     metrics_log.close()
     run.pool.shutdown(wait=True)
-    save_checkpoint(run, step, config_dict, eval_before)  # every trainer keeps its last trainer_state/
-    checkpoint.save_final(out, run.policy, run.tokenizer, safe_serialization=True)
+    save_state(stage, run, step, eval_before)  # every trainer keeps its last trainer_state/
+    stage.save_final(run.policy, run.tokenizer)
     summary: dict[str, Any] = {"steps": step, **{f"final_{k}": v for k, v in last.items()}}
     if run.eval_rows and eval_before is not None:
-        after = rl_eval.evaluate(run)
-        for key in (key for key in after if key != "n"):  # accuracy, reward[, accuracy_DOMAIN, ... (distill)]
+        after = evaluate(run)
+        for key in (key for key in after if key != "n"):  # accuracy, reward[, accuracy_DOMAIN (distill)]
             summary[f"heldout_{key}_before"], summary[f"heldout_{key}_after"] = eval_before[key], after[key]
         summary["heldout_n"] = after["n"]
     summary["wall_s"] = time.perf_counter() - started
@@ -368,9 +348,36 @@ def train(run: Run, step: int, eval_before: dict | None, config_dict: dict[str, 
     return summary
 
 
-# ---------------------------------------------------------------------------------------------------------
-# Entry points
-# ---------------------------------------------------------------------------------------------------------
+def input_files(config: GRPOConfig) -> dict[str, Path]:
+    """Every file the stage reads, by name (`data`, `eval_data`; a list of files, as distill takes: `data.0`,
+    `data.1`, ...); held-out files by the one rule of heldout.py, never a file the stage trains on."""
+    data = named_paths("data", config.data, resolve_rows_path)
+    evals = named_paths("eval_data", config.eval_data, lambda path: heldout.heldout_file(path, "eval_data", *data.values()))
+    return {**data, **evals}
+
+
+def named_paths(key: str, value: Any, resolve: Callable[[Any], Any] = str) -> dict[str, Any]:
+    if not value:
+        return {}
+    if isinstance(value, (str, Path)):
+        return {key: resolve(value)}
+    return {f"{key}.{index}": resolve(path) for index, path in enumerate(value)}
+
+
+def load_checked_rows(config: GRPOConfig, verifier: Any) -> tuple[Stage, list[dict[str, Any]], list[dict[str, Any]] | None]:
+    """Every training and held-out row, checked (`verifier`: the labels too; a dict: per domain) before OUT is
+    touched; then the stage."""
+    rows: dict[str, list[dict[str, Any]]] = {"data": [], "eval_data": []}
+    for name, path in input_files(config).items():
+        part = load_rows(path)
+        rl_data.check_rows(part, verifier, path)
+        rows[name.split(".")[0]] += part
+    return open_stage(config), rows["data"], rows["eval_data"] or None
+
+
+def open_stage(config: GRPOConfig) -> Stage:
+    """The lifecycle on the inputs as the config names them (a folder's fingerprint covers its heldout.jsonl)."""
+    return Stage.open(config, **named_paths("data", config.data), **named_paths("eval_data", config.eval_data))
 
 
 def run_grpo(
@@ -381,46 +388,35 @@ def run_grpo(
     mode: str,
     rows: list[dict[str, Any]],
     eval_rows: list[dict[str, Any]] | None = None,
+    stage: Stage | None = None,
     setup: Callable[[Run], None] | None = None,
 ) -> dict[str, Any]:
-    """Train one GRPO stage with any reward hook and write the checkpoint directory + manifest. `setup`
-    adapts the built run before anything trains (distill.py: teachers, loss, lr schedule).
-
-    The one resume rule (engines/local/checkpoint.py): unfinished with the same config -> resume from
-    trainer_state/; completed with the same config -> print so and return its metrics without training; a
-    changed config -> exit 2 naming the keys, unless `restart`."""
-    if not config.out:
-        raise CascadeUsageError("out: expected an output directory, found none")
-    config_dict = to_plain(config)
-    try:
-        begin = checkpoint.start(
-            config.out, config_dict, kind=config.kind, restart=config.restart, resume=config.resume,
-            fingerprints=rl_records.data_fingerprints(config, "data"),
-        )
-    except checkpoint.StageComplete as done:
+    """Train one GRPO stage with any reward hook and write the checkpoint directory + manifest, through the
+    one stage lifecycle (stage.py; `stage`: already opened by the caller). `setup` adapts the built run
+    before anything trains (distill.py: teachers, loss, lr schedule)."""
+    stage = stage or open_stage(config)
+    if stage.completed is not None:
         reward.close()
-        console.print(done.message, soft_wrap=True)
-        return done.metrics
+        return stage.completed
     try:
-        run = build_run(config, rows, reward, domain=domain, mode=mode, eval_rows=eval_rows)
+        run = build_run(config, rows, reward, domain=domain, mode=mode, eval_rows=eval_rows, stage=stage)
         if setup is not None:
             setup(run)
-        if begin.resumed:
-            checkpoint.load_state(begin, run.policy, run.optimizer)
-            run.sampler.load_state(begin.extra["sampler"])
-            run.keep_rate = KeepRate(**begin.extra.get("keep_rate", {}))
+        if stage.begin.resumed:
+            stage.load_state(run.policy, run.optimizer)
+            run.sampler.load_state(stage.begin.extra["sampler"])
+            run.keep_rate = KeepRate(**stage.begin.extra.get("keep_rate", {}))
         run.generator = Generator.for_policy(
             run.policy, run.tokenizer, run.init, backend=config.rollout.backend, seed=config.seed,
             max_batch_size=config.rollout.max_batch_size, vllm_dtype=config.rollout.dtype,
             planned_tokens=precision.planned_rollout_tokens(config, run.phases),
         )
-        run.generator.set_rng_state(begin.extra.get("generator_rng"))
-        rl_records.stage_manifest(config, config_dict, {}, "running")
-        summary = train(run, begin.step, begin.extra.get("eval_before"), config_dict)
+        run.generator.set_rng_state(stage.begin.extra.get("generator_rng"))
+        stage.record("running", wall_s=0.0)
+        summary = train(stage, run)
     finally:
         reward.close()
-    rl_records.stage_manifest(config, config_dict, summary, "completed")
-    return summary
+    return stage.complete(summary, wall_s=summary["wall_s"])
 
 
 def run_rlvr(config: RLVRConfig) -> dict[str, Any]:
@@ -434,12 +430,8 @@ def run_rlvr(config: RLVRConfig) -> dict[str, Any]:
         raise CascadeUsageError(
             f"verifier_options: not accepted by the {config.domain} verifier ({error})"
         ) from None
-    rows = load_rows(config.data)
-    rl_data.check_rows(rows, verifier, config.data)
-    eval_rows = None
-    if config.eval_data:
-        eval_rows = load_rows(config.eval_data, (HELDOUT_FILE,))
-        rl_data.check_rows(eval_rows, verifier, config.eval_data)
-    require_model_dir(resolve_model(config.init or ""), "init checkpoint")
+    stage, rows, eval_rows = load_checked_rows(config, verifier)
+    if stage.completed is not None:
+        return stage.completed
     reward = rl_rewards.VerifierReward(config.domain, workers=config.verify_workers, options=options)
-    return run_grpo(config, reward, domain=config.domain, mode=mode, rows=rows, eval_rows=eval_rows)
+    return run_grpo(config, reward, domain=config.domain, mode=mode, rows=rows, eval_rows=eval_rows, stage=stage)

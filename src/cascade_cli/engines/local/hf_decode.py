@@ -17,16 +17,16 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from cascade_cli.engines.local.completion import Completion, Sampling, _stop_token_ids
 from cascade_cli.engines.local.fast_attention import (
-    GQA_SDPA,
     PreallocatedKVCache,
     SharedPrompt,
     cached_forward,
     left_pad,
 )
-from cascade_cli.engines.local.generation import Completion, Sampling, _stop_token_ids
 from cascade_cli.engines.local.stop_matching import StopMatcher, stop_prefix_length
 from cascade_cli.engines.local.token_sampling import Scratch, TokenSampler
+from cascade_cli.models.attention import GQA_SDPA
 
 if TYPE_CHECKING:
     from cascade_cli.engines.local.generation import Generator

@@ -18,8 +18,8 @@ def adamw(model: torch.nn.Module, lr: float, betas: tuple[float, float], weight_
 def kernel(params: list[torch.Tensor]) -> dict[str, bool]:
     """AdamW's fused kernel (one pass over every parameter) where the device has it, else the foreach one.
 
-    A small model's step is many small tensors: on the tiny model's 68 the fused update takes 2.1-2.3 ms against
-    7.3-11.4 ms for foreach (2 threads), which was 8-10% of a compiled SFT step."""
+    A small model's step is many small tensors: one fused pass over all of them launches one kernel where
+    foreach launches several per group, which shows in a compiled small-model SFT step."""
     fused = bool(params) and all(p.device.type in ("cpu", "cuda") and p.dtype.is_floating_point for p in params)
     return {"fused": True} if fused else {"foreach": True}
 

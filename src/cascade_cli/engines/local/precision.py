@@ -2,12 +2,10 @@
 
 `dtype: auto`: on a GPU bf16 weights; on a CPU fp32 master weights, with bf16 autocast for the training
 pass where the CPU has native bf16 matmuls (AVX512-BF16 / AMX) and the model is large enough for its
-matmuls to dominate (BF16_MIN_PARAMS). Measured by benchmarks/precision.py on SmolLM2-135M, 2 threads,
-AVX512-BF16 (a shared, loaded machine): the training pass takes 0.43x the fp32 time under bf16 autocast,
-while hf-loop decoding (small matmuls, one token at a time) gained nothing (1.13x the time; quiet:
-142 vs 152 tok/s, benchmarks/eval_generation.py), so rollouts stay fp32
-(`Generator(bf16=True)` is there to measure it). On the 1.5M-parameter tiny model bf16 bought nothing
-measurable (1.13x on the training pass), so small models stay fp32.
+matmuls to dominate (BF16_MIN_PARAMS): the training pass's large matmuls gain from bf16, while hf-loop
+decoding (small matmuls, one token at a time) does not, so rollouts stay fp32 (`Generator(bf16=True)` is
+there to measure it), and below BF16_MIN_PARAMS the conversions cost what the matmuls save, so small models
+stay fp32. benchmarks/precision.py and benchmarks/eval_generation.py measure both sides.
 An explicit `float32` / `bfloat16` / `float16` is the weights' dtype, without autocast.
 """
 

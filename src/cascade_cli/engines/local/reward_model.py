@@ -26,26 +26,18 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from cascade_cli.chat import IM_END, answer_text, prompt_messages, render_messages
-from cascade_cli.checkpoint import MetricsLog, require_model_dir, write_manifest
+from cascade_cli.chat import prompt_messages
 from cascade_cli.config.rm import RewardModelConfig
-from cascade_cli.config.structure import to_plain
-from cascade_cli.console import console, print_warning
-from cascade_cli.engines.local import checkpoint, optim
-from cascade_cli.engines.local.fast_attention import use_gqa_sdpa
-from cascade_cli.engines.local.model_io import (
-    autocast,
-    configure_threads,
-    pick_device,
-    prepare_for_training,
-    quiet_transformers,
-)
+from cascade_cli.console import print_warning
+from cascade_cli.engines.local import optim
+from cascade_cli.engines.local.compute import autocast
+from cascade_cli.engines.local.heldout import heldout_file
+from cascade_cli.engines.local.stage import Stage
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.models.loader import SCORE_HEAD
 from cascade_cli.progress import Progress
 from cascade_cli.records import HELDOUT_FILE, load_rows, resolve_rows_path
-from cascade_cli.tiny import resolve_model
-
-SCORE_HEAD = "score"  # OpenRLHF's value_head_prefix default; also HF's ...ForSequenceClassification head
+from cascade_cli.verifiers.reward_model import encode, rewards_of, rm_text, score_texts
 
 # ---------------------------------------------------------------------------------------------------------
 # Pairs
@@ -136,76 +128,9 @@ def load_pairs(path: str | Path, skip_bad_rows: bool = False) -> tuple[list[Pair
     return pairs, len(bad)
 
 
-def rm_text(prompt: list[dict[str, Any]], response: str, mode: str, strip_thinking: bool = True) -> str:
-    """What the reward model reads: the conversation with the answer as the last assistant turn, ending at
-    `<|im_end|>` (the token whose value is the reward)."""
-    answer = answer_text(response) if strip_thinking else response.strip()
-    text = render_messages([*prompt, {"role": "assistant", "content": answer}], mode=mode)
-    return text[: text.rindex(IM_END) + len(IM_END)]
-
-
 # ---------------------------------------------------------------------------------------------------------
-# Model and scoring
+# Loss and held-out metrics (the model, its scores and the text it reads: verifiers/reward_model.py)
 # ---------------------------------------------------------------------------------------------------------
-
-
-def load_reward_model(init: str | Path, device: str | None = None, dtype: torch.dtype = torch.float32):
-    """(model, tokenizer): a reward-model checkpoint as is, or any causal-LM checkpoint with a fresh
-    `score` head (num_labels=1)."""
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    quiet_transformers()
-    path = str(require_model_dir(resolve_model(str(init)), "checkpoint"))
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForSequenceClassification.from_pretrained(path, num_labels=1, dtype=dtype)
-    head = getattr(model, SCORE_HEAD, None)
-    if not isinstance(head, torch.nn.Linear) or head.out_features != 1:
-        raise CascadeUsageError(f"{init}: expected a model with a one-output linear head named {SCORE_HEAD!r}")
-    model.config.pad_token_id = tokenizer.pad_token_id
-    model.config.value_head_prefix = SCORE_HEAD  # OpenRLHF reads this key first
-    model = model.to(pick_device(device))
-    use_gqa_sdpa(model)
-    return model, tokenizer
-
-
-def encode(tokenizer, texts: list[str], max_len: int) -> list[list[int]]:
-    """Token ids per text, cut from the left to `max_len` (the scored last token is always kept)."""
-    ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
-    return [seq[-max_len:] for seq in ids]
-
-
-def _right_padded(seqs: list[list[int]], pad_id: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for row, seq in enumerate(seqs):
-        ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
-        mask[row, : len(seq)] = 1
-    return ids.to(device), mask.to(device)
-
-
-def rewards_of(model, seqs: list[list[int]], pad_id: int) -> torch.Tensor:
-    """The `score` head's value at each sequence's last token (right padding keeps positions 0..n-1)."""
-    ids, mask = _right_padded(seqs, pad_id, next(model.parameters()).device.type)
-    return model(input_ids=ids, attention_mask=mask, use_cache=False).logits[:, 0].float()
-
-
-@torch.no_grad()
-def score_texts(model, tokenizer, texts: list[str], max_len: int = 4096, batch_size: int = 32) -> list[float]:
-    was_training = model.training
-    model.eval()
-    seqs = encode(tokenizer, texts, max_len)
-    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))  # similar lengths share a batch
-    out = [0.0] * len(seqs)
-    for start in range(0, len(order), batch_size):
-        chunk = order[start : start + batch_size]
-        values = rewards_of(model, [seqs[i] for i in chunk], tokenizer.pad_token_id).tolist()
-        for index, value in zip(chunk, values, strict=True):
-            out[index] = value
-    model.train(was_training)
-    return out
 
 
 def bradley_terry_loss(chosen: torch.Tensor, rejected: torch.Tensor) -> torch.Tensor:
@@ -231,22 +156,29 @@ def pairwise_metrics(model, tokenizer, pairs: list[Pair], config: RewardModelCon
 # ---------------------------------------------------------------------------------------------------------
 
 
-def split_pairs(config: RewardModelConfig) -> tuple[list[Pair], list[Pair], int]:
-    """(train pairs, held-out pairs, bad rows dropped)."""
-    train, dropped = load_pairs(config.data, config.skip_bad_rows)
-    eval_path = config.eval_data
-    if eval_path is None and Path(config.data).is_dir() and (Path(config.data) / HELDOUT_FILE).is_file():
-        eval_path = str(Path(config.data) / HELDOUT_FILE)
-    if eval_path is not None:
-        heldout, more = load_pairs(eval_path, config.skip_bad_rows)
-        return train, heldout, dropped + more
+def split_pairs(config: RewardModelConfig) -> tuple[list[Pair], list[Pair], int, dict[str, str | None]]:
+    """(train pairs, held-out pairs, bad rows dropped, the inputs to fingerprint by name: the paths as the config
+    names them, so a folder's covers its heldout.jsonl). Held out: `eval_data` (the rule of heldout.py), else
+    the data folder's heldout.jsonl, else a seeded `heldout_fraction` of the data."""
+    data_file = resolve_rows_path(config.data)
+    train, dropped = load_pairs(data_file, config.skip_bad_rows)
+    eval_file = None
+    if config.eval_data is not None:
+        eval_file = heldout_file(config.eval_data, "eval_data", data_file)
+    elif Path(config.data).is_dir() and (Path(config.data) / HELDOUT_FILE).is_file():
+        eval_file = Path(config.data) / HELDOUT_FILE
+    files = {"data": config.data, "eval_data": config.eval_data}
+    if eval_file is not None:
+        heldout, more = load_pairs(eval_file, config.skip_bad_rows)
+        return train, heldout, dropped + more, files
     count = int(round(len(train) * config.heldout_fraction))
     if count == 0:
-        return train, [], dropped
+        return train, [], dropped, files
     order = list(range(len(train)))
     random.Random(config.seed).shuffle(order)
     held = set(order[:count])
-    return [p for i, p in enumerate(train) if i not in held], [p for i, p in enumerate(train) if i in held], dropped
+    train, heldout = [p for i, p in enumerate(train) if i not in held], [p for i, p in enumerate(train) if i in held]
+    return train, heldout, dropped, files
 
 
 def _next_batch(encoded: list, order: list[int], rng: random.Random, size: int) -> list:
@@ -260,26 +192,20 @@ def _next_batch(encoded: list, order: list[int], rng: random.Random, size: int) 
     return batch
 
 
-def _inputs(config: RewardModelConfig) -> dict[str, str]:
-    return checkpoint.input_fingerprints(config.init, data=config.data, eval_data=config.eval_data)
-
-
 def train_reward_model(
-    config: RewardModelConfig,
+    stage: Stage,
     train: list[Pair],
     heldout: list[Pair],
     on_step: Callable[[int, int, dict[str, float]], None] | None = None,
-    begin: checkpoint.Start | None = None,
 ) -> tuple[Any, Any, dict[str, Any]]:
-    """Train (from `begin`, a fresh start by default) and return (model, tokenizer, summary metrics).
+    """Train from `stage.begin` (a fresh start for `Stage.bare`) and return (model, tokenizer, summary metrics).
     With `config.out` set, trainer_state/ is saved every `save_every` steps and at the end."""
-    begin = begin or checkpoint.Start()
-    configure_threads()
-    torch.manual_seed(config.seed)
-    model, tokenizer = load_reward_model(config.init or "")
+    config, begin = stage.config, stage.begin
+    device = stage.setup()
+    tokenizer = stage.load_tokenizer()
+    model = stage.load_model(head="score", pad_id=tokenizer.pad_token_id)
     tokens = 2 * config.micro_batch * config.max_seq_len
-    model = prepare_for_training(model, config, tokens, keep=(SCORE_HEAD,))  # the score head trains fully
-    device = next(model.parameters()).device.type
+    model = stage.prepare_for_training(model, tokens, keep=(SCORE_HEAD,))  # the score head trains fully
     pad = tokenizer.pad_token_id
     encoded = [
         (
@@ -301,19 +227,15 @@ def train_reward_model(
     order: list[int] = list(saved.get("order", []))
     step, tokens, last = begin.step, int(saved.get("tokens", 0)), dict(saved.get("last", {}))
     if begin.resumed:
-        checkpoint.load_state(begin, model, optimizer, scheduler)
+        stage.load_state(model, optimizer, scheduler)
         version, internal, gauss = saved["rng"]
         rng.setstate((version, tuple(internal), gauss))
-    log = MetricsLog(config.out or "", config.tensorboard, truncate_after_step=step if begin.resumed else None)
-    inputs = _inputs(config)
+    log = stage.metrics_log()
 
     def save_state() -> None:
         if config.out:
             progress = {"order": order, "rng": rng.getstate(), "tokens": tokens, "last": last, "before": before}
-            checkpoint.save_state(
-                config.out, step=step, config=to_plain(config), model=model, optimizer=optimizer,
-                scheduler=scheduler, extra=progress, fingerprints=inputs,
-            )
+            stage.save_state(step, model, optimizer, scheduler, progress)
 
     model.train()
     started = time.perf_counter()
@@ -383,34 +305,15 @@ def train_reward_model(
 
 
 def run_reward_model(config: RewardModelConfig) -> dict[str, Any]:
-    """`cascade rlhf rm`: train, save the HF checkpoint (+ `score` head) and the stage manifest; resume a
-    stopped or killed run, or report a completed one, by the one rule of `engines.local.checkpoint`."""
-    if not config.out:
-        raise CascadeUsageError("out: expected an output directory, found none")
-    if not config.init:
-        raise CascadeUsageError("init: expected the checkpoint to start the reward model from (usually the SFT one)")
-    require_model_dir(resolve_model(config.init), "init checkpoint")
+    """`cascade rlhf rm`: train, save the HF checkpoint (+ `score` head) and the stage manifest, through the
+    one stage lifecycle (stage.py): resume a stopped or killed run, or report a completed one."""
     started = time.perf_counter()
-    train, heldout, dropped = split_pairs(config)
-    out, config_dict, fingerprints = Path(config.out), to_plain(config), _inputs(config)
-    try:
-        begin = checkpoint.start(
-            out, config_dict, kind=config.kind, restart=config.restart, resume=config.resume,
-            fingerprints=fingerprints,
-        )
-    except checkpoint.StageComplete as done:
-        console.print(done.message, soft_wrap=True)
-        return done.metrics
-
-    def record(status: str, summary: dict[str, Any]) -> None:
-        write_manifest(
-            out, stage=config.name or config.kind, kind=config.kind, config=config_dict, init=config.init,
-            data_fingerprints=fingerprints, metrics=summary, status=status,
-            timings={"wall_s": summary.get("wall_s", 0.0), "train_s": summary.get("train_s", 0.0)},
-        )
-
-    record("running", {})
-    with Progress(config.name or "reward model", done=begin.step) as progress:
+    train, heldout, dropped, files = split_pairs(config)
+    stage = Stage.open(config, **files)
+    if stage.completed is not None:
+        return stage.completed
+    stage.record("running")
+    with Progress(config.name or "reward model", done=stage.begin.step) as progress:
 
         def on_step(step: int, total: int, metrics: dict[str, float]) -> None:
             progress.update(
@@ -418,13 +321,11 @@ def run_reward_model(config: RewardModelConfig) -> dict[str, Any]:
                 note=f"loss {metrics['loss']:.3f} acc {metrics['accuracy']:.2f} margin {metrics['margin']:.2f}",
             )
 
-        model, tokenizer, summary = train_reward_model(config, train, heldout, on_step, begin)
+        model, tokenizer, summary = train_reward_model(stage, train, heldout, on_step)
     summary["bad_rows_dropped"] = dropped
     summary["wall_s"] = time.perf_counter() - started
+    timings = {"wall_s": summary["wall_s"], "train_s": summary["train_s"]}
     if summary["steps"] < summary["total_steps"]:
-        record("stopped", summary)
-        console.print(f"stopped after step {summary['steps']}/{summary['total_steps']}; rerun the same command to resume")
-        return summary
-    checkpoint.save_final(out, model, tokenizer, safe_serialization=True)
-    record("completed", summary)
-    return summary
+        return stage.stopped(summary["steps"], summary["total_steps"], summary, **timings)
+    stage.save_final(model, tokenizer)
+    return stage.complete(summary, **timings)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cascade_cli.chat import prompt_messages, render_prompt
+from cascade_cli.chat import MODES, prompt_messages, render_prompt
 from cascade_cli.config.grpo import PhaseConfig
 from cascade_cli.console import print_warning
 from cascade_cli.data.epoch_filter import epoch_pool, update_dropped
@@ -53,6 +53,8 @@ def check_rows(
             prompt_messages(row_prompt(row))
         except (TypeError, KeyError) as error:
             raise CascadeUsageError(f"{where}: malformed prompt ({error})") from None
+        if row.get("mode") is not None and row["mode"] not in MODES:
+            raise CascadeUsageError(f"{where}: mode: expected one of {', '.join(MODES)}, found {row['mode']!r}")
         if row_verifier is None:
             continue
         try:

@@ -1,5 +1,4 @@
-"""What an RL stage writes besides its weights: each step's metrics.jsonl line, the stage manifest and the
-fingerprints of its data (GRPO, RLHF and distill alike)."""
+"""Each RL step's metrics.jsonl line (GRPO, RLHF and distill alike); the manifest and fingerprints: stage.py."""
 
 from __future__ import annotations
 
@@ -8,8 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from cascade_cli.checkpoint import fingerprint_path, write_manifest
-from cascade_cli.config.grpo import GRPOConfig, PhaseConfig
+from cascade_cli.config.grpo import PhaseConfig
 from cascade_cli.engines.local.rl_rewards import Group
 
 if TYPE_CHECKING:
@@ -54,28 +52,3 @@ def step_metrics(
         "time_sync": timer["sync"],
         "time_step": wall,
     }
-
-
-def data_fingerprints(config: GRPOConfig, *names: str) -> dict[str, str]:
-    prints = {}
-    for name in names or ("data", "eval_data"):
-        paths = getattr(config, name)
-        if isinstance(paths, str) or paths is None:
-            prints[name] = fingerprint_path(paths) if paths else None
-        else:  # several files (distill): NAME.0, NAME.1, ...
-            prints.update({f"{name}.{index}": fingerprint_path(path) for index, path in enumerate(paths)})
-    return {name: value for name, value in prints.items() if value}
-
-
-def stage_manifest(config: GRPOConfig, config_dict: dict[str, Any], summary: dict[str, Any], status: str) -> None:
-    write_manifest(
-        config.out or "",
-        stage=config.name or config.kind,
-        kind=config.kind,
-        config=config_dict,
-        init=config.init,
-        data_fingerprints=data_fingerprints(config),
-        metrics=summary,
-        status=status,
-        timings={"wall_s": summary.get("wall_s", 0.0)},
-    )

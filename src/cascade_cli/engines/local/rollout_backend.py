@@ -2,8 +2,8 @@
 tokens the stage will generate (vLLM's engine start is paid once, its speed-up on every token).
 
 The rule (`pick_backend`, a pure function; `resolve_backend` feeds it the facts):
-- vLLM not installed, or a model under AUTO_VLLM_MIN_PARAMS parameters -> `hf` (on CPU small models decode
-  faster in the hf loop: 2M params, hf ~15k tok/s vs vLLM ~9k; the engine start is never paid back).
+- vLLM not installed, or a model under AUTO_VLLM_MIN_PARAMS parameters -> `hf` (on CPU a small model decodes
+  faster in the hf loop than through vLLM's scheduler, and the engine start is never paid back).
 - a GPU -> `vllm` (its batched kernels and paged KV cache beat the hf loop by far on 50M+ models).
 - a CPU -> `vllm` when the tokens the stage is expected to generate reach the break-even
   `start_s / (1/hf_tok_s - 1/vllm_tok_s)` of the rates measured on SmolLM2-135M (CPU_RATES; about 12k

@@ -11,33 +11,25 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
-from omegaconf import OmegaConf
 
-from cascade_cli.checkpoint import MetricsLog, fingerprint_path, write_manifest
 from cascade_cli.config.sft import SFTConfig
 from cascade_cli.console import console, print_warning, status
-from cascade_cli.engines.local import checkpoint, compiled, heldout_eval, model_io, optim
+from cascade_cli.engines.local import compiled, heldout, optim
+from cascade_cli.engines.local.compute import autocast
+from cascade_cli.engines.local.generation import Generator
+from cascade_cli.engines.local.rl_data import check_rows
+from cascade_cli.engines.local.rl_rewards import VerifierReward
 from cascade_cli.engines.local.sft_data import BatchStream, Cursor, collate, load_examples
-from cascade_cli.errors import CascadeUsageError
+from cascade_cli.engines.local.stage import Stage
 from cascade_cli.progress import Progress
-from cascade_cli.records import resolve_rows_path
+from cascade_cli.records import load_rows, resolve_rows_path
+from cascade_cli.verifiers.batch import load_verifier
 
-
-def _config_dict(config: SFTConfig) -> dict[str, Any]:
-    return OmegaConf.to_container(OmegaConf.structured(config), resolve=True)  # type: ignore[return-value]
-
-
-def _check_config(config: SFTConfig) -> None:
-    """What a run needs beyond the config's own checks (config/sft.py): where to start and where to write."""
-    if not config.init:
-        raise CascadeUsageError("init: missing (give --init MODEL: tiny, a checkpoint directory or a hub id)")
-    if not config.out:
-        raise CascadeUsageError("out: missing (give --out DIR)")
+EVAL_DOMAIN = "math"  # `eval_prompts` are math rows: greedy exact-answer accuracy
 
 
 def step_loss(
@@ -49,7 +41,7 @@ def step_loss(
     input_ids = batch["input_ids"].to(device)
     labels = batch["labels"].to(device)
     position_ids = batch["position_ids"].to(device) if batch["position_ids"] is not None else None
-    with model_io.autocast(device, bf16):
+    with autocast(device, bf16):
         decoder = model.get_decoder() if decoder is None else decoder
         hidden = decoder(input_ids=input_ids, position_ids=position_ids, use_cache=False)
         hidden = hidden.last_hidden_state[:, :-1]
@@ -59,107 +51,76 @@ def step_loss(
     return F.cross_entropy(logits.float(), targets[keep], reduction="sum") / normalizer
 
 
-def _evaluate(model, tokenizer, prompts, config: SFTConfig, label: str) -> dict[str, Any]:
-    with status(f"held-out math accuracy ({label}, {len(prompts)} prompts, greedy)"), compiled.eager_generation():
-        return heldout_eval.math_accuracy(
-            model, tokenizer, prompts, config.eval_max_new_tokens, config.eval_batch_size
+def load_eval_rows(config: SFTConfig, train_file: Any) -> list[dict[str, Any]] | None:
+    """The first `eval_limit` held-out math rows, checked (heldout.py: which file a folder gives)."""
+    if not config.eval_prompts:
+        return None
+    path = heldout.heldout_file(config.eval_prompts, "eval_prompts", train_file)
+    rows = load_rows(path)[: config.eval_limit]
+    check_rows(rows, load_verifier(EVAL_DOMAIN, {}), path)
+    return rows
+
+
+def evaluate(model: Any, tokenizer: Any, rows: list[dict[str, Any]], config: SFTConfig, label: str) -> dict[str, Any]:
+    """Greedy held-out math accuracy of `model` (the one held-out path, heldout.py)."""
+    with status(f"held-out math accuracy ({label}, {len(rows)} prompts, greedy)"), compiled.eager_generation():
+        generator = Generator.from_model(model, tokenizer, max_batch_size=config.eval_batch_size)
+        return heldout.evaluate(
+            generator, tokenizer, rows, mode="row", domain=EVAL_DOMAIN, reward=VerifierReward(EVAL_DOMAIN),
+            max_new_tokens=config.eval_max_new_tokens,
         )
 
 
 def run_sft(config: SFTConfig) -> dict[str, Any]:
     """Train, write the HF checkpoint + `cascade_stage.json` into `config.out`, return the metrics."""
     started = time.time()
-    _check_config(config)
-    out = Path(config.out)  # type: ignore[arg-type]
     data_file = resolve_rows_path(config.data)
-    config_dict = _config_dict(config)
-    data_print = checkpoint.input_fingerprints(config.init, data=data_file)
-    if not config.dry_run:
-        try:
-            begin = checkpoint.start(
-                out, config_dict, kind="sft", restart=config.restart, resume=config.resume, fingerprints=data_print
-            )
-        except checkpoint.StageComplete as done:
-            console.print(done.message, soft_wrap=True)
-            return done.metrics
-    threads = model_io.configure_threads(config.threads or None)
-    device = model_io.pick_device()
-    torch.manual_seed(config.seed)
+    eval_file = heldout.heldout_file(config.eval_prompts, "eval_prompts", data_file) if config.eval_prompts else None
+    stage = Stage.open(config, data=data_file, eval_prompts=eval_file)
+    if stage.completed is not None:
+        return stage.completed
+    device = stage.setup(threads=config.threads or None)
 
-    tokenizer = model_io.load_tokenizer(config.init)  # type: ignore[arg-type]
+    tokenizer = stage.load_tokenizer()
     examples = load_examples(data_file, tokenizer, config.max_seq_len)
     if examples.truncated or examples.dropped:
         print_warning(
             f"{data_file}: {examples.truncated} examples truncated to max_seq_len={config.max_seq_len}"
             f", {examples.dropped} dropped (no assistant token left)"
         )
-    eval_prompts = (
-        heldout_eval.load_math_prompts(config.eval_prompts, config.eval_limit, tokenizer)
-        if config.eval_prompts
-        else None
-    )
+    eval_rows = load_eval_rows(config, data_file)
     stream = BatchStream(
         examples, config.batch_size, config.seed, config.packing, config.max_seq_len, config.shuffle
     )
     micro_per_epoch = len(stream.plan(0))
     total_steps = config.max_steps or max(1, math.ceil(config.epochs * micro_per_epoch / config.grad_accum))
     warmup_steps = int(config.warmup_ratio * total_steps)
-    fingerprints = dict(data_print)
-    if config.eval_prompts:
-        fingerprints["eval_prompts"] = fingerprint_path(heldout_eval.resolve_prompt_file(config.eval_prompts))
-    if config.dry_run:
-        console.print(
-            f"sft dry run: {len(examples)} examples, {micro_per_epoch} micro-batches per epoch, "
-            f"{total_steps} optimizer steps, {threads} threads on {device}"
-        )
-        return {"examples": len(examples), "total_steps": total_steps}
 
-    model = model_io.load_model(config.init, dtype="float32", device=device)  # type: ignore[arg-type]
+    model = stage.load_model(dtype="float32")
     model.config.use_cache = False
-    model = model_io.prepare_for_training(model, config, tokens=config.batch_size * config.max_seq_len)
+    model = stage.prepare_for_training(model, tokens=config.batch_size * config.max_seq_len)
     decoder = compiled.training_decoder(model, config.compile, device)
     optimizer = optim.adamw(model, config.lr, (config.beta1, config.beta2), config.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, optim.warmup_cosine(total_steps, warmup_steps, config.lr, config.min_lr)
     )
 
-    step = begin.step
-    metrics: dict[str, Any] = begin.extra.get("metrics", {})
-    if eval_prompts is not None and "eval/init_accuracy" not in metrics:
-        init_eval = _evaluate(model, tokenizer, eval_prompts, config, "init model")
+    step = stage.begin.step
+    metrics: dict[str, Any] = stage.begin.extra.get("metrics", {})
+    if eval_rows is not None and "eval/init_accuracy" not in metrics:
+        init_eval = evaluate(model, tokenizer, eval_rows, config, "init model")
         metrics["eval/init_accuracy"] = init_eval["accuracy"]
         metrics["eval/n"] = init_eval["n"]
-    if begin.resumed:
-        checkpoint.load_state(begin, model, optimizer, scheduler)
-        stream.cursor = Cursor(**begin.extra["cursor"])
+    if stage.begin.resumed:
+        stage.load_state(model, optimizer, scheduler)
+        stream.cursor = Cursor(**stage.begin.extra["cursor"])
 
-    def record(status: str, **timings: float) -> None:
-        write_manifest(
-            out,
-            stage=config.name or "sft",
-            kind="sft",
-            config=config_dict,
-            init=config.init,
-            data_fingerprints=fingerprints,
-            metrics=metrics,
-            status=status,
-            timings=timings,
-        )
-
-    record("running")
-    log = MetricsLog(out, tensorboard=config.tensorboard, truncate_after_step=step if begin.resumed else None)
+    stage.record("running", metrics)
+    log = stage.metrics_log()
 
     def save_state() -> None:
-        checkpoint.save_state(
-            out,
-            step=step,
-            config=config_dict,
-            model=model,
-            optimizer=optimizer,
-            scheduler=scheduler,
-            extra={"cursor": asdict(stream.cursor), "total_steps": total_steps, "metrics": metrics},
-            fingerprints=data_print,
-        )
+        extra = {"cursor": asdict(stream.cursor), "total_steps": total_steps, "metrics": metrics}
+        stage.save_state(step, model, optimizer, scheduler, extra)
 
     model.train()
     train_started = time.time()
@@ -218,15 +179,13 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
     )
     save_state()
     if step < total_steps:
-        record("stopped", train_s=train_seconds)
-        console.print(f"stopped after step {step}/{total_steps}; rerun the same command to resume")
-        return metrics
+        return stage.stopped(step, total_steps, metrics, train_s=train_seconds)
 
-    checkpoint.save_final(out, model, tokenizer)
+    stage.save_final(model, tokenizer)
     eval_seconds = 0.0
-    if eval_prompts is not None:
+    if eval_rows is not None:
         eval_started = time.time()
-        result = _evaluate(model, tokenizer, eval_prompts, config, "trained model")
+        result = evaluate(model, tokenizer, eval_rows, config, "trained model")
         eval_seconds = time.time() - eval_started
         metrics["eval/accuracy"] = result["accuracy"]
         metrics["eval/n"] = result["n"]
@@ -234,9 +193,8 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
             f"held-out math accuracy (greedy, n={result['n']}): init {metrics.get('eval/init_accuracy', 0):.3f}"
             f" -> trained {result['accuracy']:.3f}"
         )
-    record("completed", train_s=train_seconds, eval_s=eval_seconds, total_s=time.time() - started)
     console.print(
         f"sft done: {step} steps, final loss {metrics['train/loss']:.4f}, "
-        f"{metrics['train/tokens_per_s']:,.0f} tok/s -> {out}"
+        f"{metrics['train/tokens_per_s']:,.0f} tok/s -> {stage.out}"
     )
-    return metrics
+    return stage.complete(metrics, train_s=train_seconds, eval_s=eval_seconds, total_s=time.time() - started)

@@ -40,7 +40,7 @@ import aiohttp
 import torch
 from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
-from cascade_cli.serve_auth import TOKEN_ENV, TOKEN_REF
+from cascade_cli.serve.auth import TOKEN_ENV, TOKEN_REF
 
 RETRIES = 5
 

@@ -45,9 +45,9 @@ from cascade_cli.config.sft import SFTConfig
 from cascade_cli.engines.openrlhf.cluster import submit_prefix
 from cascade_cli.engines.openrlhf.validate import validate_args
 from cascade_cli.errors import CascadeUsageError
-from cascade_cli.real_models import cache_target, is_real_spec
-from cascade_cli.serve_auth import TOKEN_ENV, TOKEN_REF, url_with_token_ref
-from cascade_cli.tiny import default_cache_dir, is_tiny_spec, tiny_seed
+from cascade_cli.models.real import cache_target, is_real_spec
+from cascade_cli.models.tiny import default_cache_dir, is_tiny_spec, tiny_seed
+from cascade_cli.serve.auth import TOKEN_ENV, TOKEN_REF, url_with_token_ref
 
 DATA_DIR = "openrlhf_data"
 DATA_FILE = "train.jsonl"
@@ -228,7 +228,7 @@ def reward_sources(cluster_urls: list[str]) -> list[str]:
     """cluster.reward_urls (checked by ClusterConfig): http(s) URLs of the reward service, or reward_func .py
     files (made absolute). With CASCADE_REWARD_TOKEN set, each service URL carries the token as its first path
     segment, written as `$CASCADE_REWARD_TOKEN`: a printed plan expands it when run (OpenRLHFJob.shell), the
-    runner puts the value in where it submits (serve_auth.expand_token_ref, with_token_env), the agent reads
+    runner puts the value in where it submits (serve/auth.py: expand_token_ref, with_token_env), the agent reads
     its environment."""
     token = os.environ.get(TOKEN_ENV) or None
     return [

@@ -37,8 +37,8 @@ from cascade_cli.engines.openrlhf.jobs import (
     stage_name,
 )
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
-from cascade_cli.serve_auth import expand_token_ref, with_token_env
-from cascade_cli.tiny import is_embedded_spec, resolve_model
+from cascade_cli.models.tiny import is_embedded_spec, resolve_model
+from cascade_cli.serve.auth import expand_token_ref, with_token_env
 
 LOG_DIR = "openrlhf_logs"
 TAIL_LINES = 40

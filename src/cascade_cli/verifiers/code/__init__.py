@@ -1,7 +1,7 @@
 """Code verifier: reward 1 only when the extracted program passes every test (Nemotron-Cascade §4.6).
 
     verifier = get_verifier("code", workers=8)            # sandboxed; raises CascadeRunError without bwrap
-    scores = verifier.verify_batch(records)                # warm sandboxes, one record per worker at once
+    scores = score_with(verifier, records)                # batch.py: warm sandboxes, one record per worker at once
     scores[0].details["verdict"]                           # pass | wrong_answer | runtime_error | timeout
                                                            #   | memory | output_limit | no_code
 Per test the harness enforces `time_limit_s` as CPU seconds (RLIMIT_CPU, rounded up) and

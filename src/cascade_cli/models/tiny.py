@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 
 from cascade_cli import chat
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.models.specs import TINY_SPEC, is_embedded_spec, is_tiny_spec  # noqa: F401  (this module's API too)
 
 TINY_PREFIX = "tiny"
 DEFAULT_SEED = 0
@@ -42,16 +42,8 @@ MODEL_SHAPE = {
 }
 VOCAB_MULTIPLE = 64
 
-_SPEC = re.compile(r"^tiny(?::(\d+))?$")
-
-
-def is_tiny_spec(spec: object) -> bool:
-    """True for `tiny` and `tiny:SEED` (SEED a non-negative integer)."""
-    return isinstance(spec, str) and _SPEC.match(spec.strip()) is not None
-
-
 def tiny_seed(spec: str) -> int:
-    match = _SPEC.match(spec.strip())
+    match = TINY_SPEC.match(spec.strip())
     if match is None:
         raise CascadeUsageError(f"model {spec!r}: expected `tiny` or `tiny:SEED` (SEED an integer)")
     return int(match.group(1)) if match.group(1) is not None else DEFAULT_SEED
@@ -153,20 +145,13 @@ def _looks_like_path(init: str) -> bool:
     return init.startswith(("/", ".", "~")) or init.endswith("/") or init.count("/") > 1
 
 
-def is_embedded_spec(spec: object) -> bool:
-    """True for every spec the cache builds: `tiny`, `tiny:SEED`, `smollm2-135m`, `gguf:PATH`."""
-    from cascade_cli import real_models
-
-    return is_tiny_spec(spec) or real_models.is_real_spec(spec)
-
-
 def embedded_target(spec: str, cache_dir: str | Path | None = None) -> Path:
     """Where the cache holds (or will hold) an embedded spec's model, without building it."""
-    from cascade_cli import real_models
+    from cascade_cli.models import real
 
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    if real_models.is_real_spec(spec):
-        return real_models.cache_target(spec.strip(), root)
+    if real.is_real_spec(spec):
+        return real.cache_target(spec.strip(), root)
     return root / f"tiny-{tiny_seed(spec)}"
 
 
@@ -174,19 +159,19 @@ def resolve_model(init: str, cache_dir: str | Path | None = None) -> Path:
     """Where to load `init` from.
 
     `tiny`/`tiny:SEED` are built once into `cache_dir/tiny-SEED`; `smollm2-135m` and `gguf:PATH` are
-    converted once into a plain HF checkpoint (`cascade_cli.real_models`); both atomically, so parallel
+    converted once into a plain HF checkpoint (`cascade_cli.models.real`); both atomically, so parallel
     callers are safe, and that directory is returned. An existing local directory is returned as is. A hub
     id (`org/name`) comes back as its cached snapshot folder, else unchanged as `Path(init)` (`str()` of it
-    is the id again) once the hub answers (model_specs.py: offline first, never a long wait). Anything
+    is the id again) once the hub answers (specs.py: offline first, never a long wait). Anything
     else fails at once, with a did-you-mean among the known specs.
     """
-    from cascade_cli import model_specs, real_models
-    from cascade_cli.model_cache import build_once
+    from cascade_cli.models import real, specs
+    from cascade_cli.models.cache import build_once
 
     init = str(init).strip()
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    if real_models.is_real_spec(init):
-        return real_models.resolve(init, root)
+    if real.is_real_spec(init):
+        return real.resolve(init, root)
     if is_tiny_spec(init):
         target = root / f"tiny-{tiny_seed(init)}"
         return build_once(target, MARKER_NAME, lambda staging: build_tiny(init, staging))
@@ -200,6 +185,6 @@ def resolve_model(init: str, cache_dir: str | Path | None = None) -> Path:
             f"model {init}: not found (expected `tiny`, `tiny:SEED`, `smollm2-135m`, `gguf:FILE.gguf`, "
             "a local checkpoint directory or a hub id like org/name)"
         )
-    if not model_specs.looks_like_hub_id(init):
-        raise model_specs.unknown_spec(init)
-    return model_specs.hub_model(init)
+    if not specs.looks_like_hub_id(init):
+        raise specs.unknown_spec(init)
+    return specs.hub_model(init)

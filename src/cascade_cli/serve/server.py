@@ -2,14 +2,14 @@
 registry: `cascade verify --serve`.
 
 POST (any path) `{"query": [...], "prompts": [...], "labels": [...]}` -> `{"rewards", "scores",
-"extra_logs"}` (see reward_protocol.py for the exact shapes). `GET /health` -> status. A request that breaks
+"extra_logs"}` (see protocol.py for the exact shapes). `GET /health` -> status. A request that breaks
 the protocol (malformed JSON, a missing field, an unknown domain) gets HTTP 400 and a message; a record the
 verifier cannot read is a reward-0 row with `verify_error = 1`. Verification runs in supervised worker
-processes with a per-request timeout, never on the event loop (serve_workers.py: a killed worker is
+processes with a per-request timeout, never on the event loop (workers.py: a killed worker is
 replaced and its request retried once). Several services can sit behind OpenRLHF's comma-separated list of
 URLs: each is independent.
 
-On a shared network (serve_auth.py): with a token (`--token` / CASCADE_REWARD_TOKEN, required off
+On a shared network (auth.py): with a token (`--token` / CASCADE_REWARD_TOKEN, required off
 loopback) every request must carry it as the first path segment (`/<token>/get_reward`, `/<token>/health`),
 `?token=`, or `Authorization: Bearer`, else 401. Bodies over `max_body_bytes` and requests of more than
 `max_samples` samples get 413. Each refused request is one log line: status, reason, client address; the
@@ -29,10 +29,10 @@ from typing import Any
 
 from aiohttp import web
 
-from cascade_cli import rm_rewards, verifiers
+from cascade_cli import verifiers
 from cascade_cli.errors import CascadeRunError
-from cascade_cli.reward_protocol import ProtocolError, build_records, make_reply
-from cascade_cli.serve_auth import (
+from cascade_cli.serve import rm_rewards
+from cascade_cli.serve.auth import (
     MASK,
     TOKEN_REF,
     authorized,
@@ -41,8 +41,10 @@ from cascade_cli.serve_auth import (
     resolve_token,
     split_token_path,
 )
-from cascade_cli.serve_workers import WorkerPool
+from cascade_cli.serve.protocol import ProtocolError, build_records, make_reply
+from cascade_cli.serve.workers import WorkerPool
 from cascade_cli.verifiers.batch import Options
+from cascade_cli.verifiers.reward_model import RM_DOMAIN, RewardModelScorer
 
 log = logging.getLogger("cascade.serve")
 
@@ -73,8 +75,8 @@ class RewardService:
     ) -> None:
         self.domain = domain
         # --reward-model: RLHF (domain general) and IF-RL's RM bonus, see rm_rewards.py
-        self.rm = rm_rewards.RewardModelScorer(reward_model) if reward_model else None
-        self.extra_domains = (rm_rewards.RM_DOMAIN,) if self.rm else ()
+        self.rm = RewardModelScorer(reward_model) if reward_model else None
+        self.extra_domains = (RM_DOMAIN,) if self.rm else ()
         self.workers = workers
         self.timeout_s = timeout_s
         self.pool = WorkerPool(workers, timeout_s, options, registrations)

@@ -135,7 +135,7 @@ def convert_gguf(spec: str, source: Path, out_dir: Path) -> None:
 
 def resolve(spec: str, root: Path) -> Path:
     """The converted checkpoint directory of `smollm2-135m` / `gguf:PATH`, converting it on first use."""
-    from cascade_cli.model_cache import build_once
+    from cascade_cli.models.cache import build_once
 
     spec = spec.strip()
     source = gguf_source(spec)

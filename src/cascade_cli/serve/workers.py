@@ -1,4 +1,4 @@
-"""A supervised pool of scoring worker processes for the reward service (serve.py).
+"""A supervised pool of scoring worker processes for the reward service (server.py).
 
 Each worker is a spawned process with its own pipe: no lock or queue is shared between workers, so a worker
 killed at any moment (OOM killer, a segfaulting verifier, `kill -9`) takes nothing with it but its own task.
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from cascade_cli.reward_protocol import (
+from cascade_cli.serve.protocol import (
     VerifierPool,
     _init_worker,
     _score_task,

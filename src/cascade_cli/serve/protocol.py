@@ -1,4 +1,4 @@
-"""OpenRLHF 0.11.2's remote reward protocol, shared by the HTTP service (serve.py) and the Python-file mode
+"""OpenRLHF 0.11.2's remote reward protocol, shared by the HTTP service (server.py) and the Python-file mode
 (reward_func.py).
 
 Request: `{"query": [prompt + response, ...], "prompts": [prompt, ...], "labels": [label, ...]}`; `query` is

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import threading
 from pathlib import Path
 from urllib.error import HTTPError, URLError
@@ -17,13 +18,24 @@ from urllib.parse import quote
 from urllib.request import Request, urlopen
 
 from cascade_cli.errors import CascadeUsageError
-from cascade_cli.real_models import GGUF_PREFIX, SMOLLM2
+from cascade_cli.models.real import GGUF_PREFIX, SMOLLM2, is_real_spec
 
 TINY = "tiny"
 KNOWN_SPECS = (TINY, f"{TINY}:SEED", SMOLLM2, f"{GGUF_PREFIX}FILE.gguf")
 HUB_TIMEOUT_S = 5.0
 OFFLINE_ENVS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 TRUE_WORDS = ("1", "ON", "YES", "TRUE")
+TINY_SPEC = re.compile(r"^tiny(?::(\d+))?$")
+
+
+def is_tiny_spec(spec: object) -> bool:
+    """True for `tiny` and `tiny:SEED` (SEED a non-negative integer)."""
+    return isinstance(spec, str) and TINY_SPEC.match(spec.strip()) is not None
+
+
+def is_embedded_spec(spec: object) -> bool:
+    """True for every spec the cache builds: `tiny`, `tiny:SEED`, `smollm2-135m`, `gguf:PATH`."""
+    return is_tiny_spec(spec) or is_real_spec(spec)
 
 
 def looks_like_hub_id(spec: str) -> bool:
@@ -58,8 +70,6 @@ def unknown_spec(spec: str, what: str = "model") -> CascadeUsageError:
 def check_spec(spec: str | None, key: str) -> None:
     """Fail at once (no model library loaded yet) on a spec that can never resolve: `tiny:abc`, or a name
     without `/` that is no known spec and no local folder."""
-    from cascade_cli.tiny import is_embedded_spec
-
     if spec is None or is_embedded_spec(spec):
         return
     spec = str(spec).strip()

@@ -1,0 +1,164 @@
+"""The one lifecycle every local trainer runs through: SFT, the reward model, and GRPO (RLHF and RLVR).
+
+A trainer reads, top to bottom:
+
+    stage = Stage.open(config, data=TRAIN_FILE, eval_data=HELDOUT_FILE)   # checks, init, inputs, resume
+    if stage.completed is not None:
+        return stage.completed                                 # same config and inputs: nothing to train
+    device = stage.setup()                                     # threads, device, seed
+    tokenizer, model = stage.load_tokenizer(), stage.load_model()
+    ... its own loop from stage.begin.step; stage.save_state(...) every save_every steps
+    stage.save_final(model, tokenizer); return stage.complete(metrics, ...)
+
+1. checks   what a run needs beyond its config class's own checks (config/checks.py): an init and an out;
+2. init     the init checkpoint resolved once (models/loader.resolve: embedded specs, folders, hub ids);
+3. inputs   fingerprints of every input: the init checkpoint and any other model (their stage manifest, so
+            a stage trained again since refuses a resume) and every data file the stage reads;
+4. resume   engines/local/checkpoint.start: completed with the same config and inputs -> its metrics;
+            unfinished -> resume from trainer_state/; anything changed -> exit 2 naming it, unless --restart;
+5. compute  torch's threads, the device (models/loader.pick_device), the seed;
+6. loading  models/loader: the tokenizer with a pad token and the chat template, the model on the device;
+7. state    trainer_state/ (save_state), metrics.jsonl (metrics_log) and the manifest: running, then stopped
+            or completed, written last so a kill before it leaves a resumable run.
+Held-out evaluation is heldout.py: one rule for which file a prepare-data folder gives, one greedy path.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cascade_cli.checkpoint import MetricsLog, write_manifest
+from cascade_cli.config.structure import to_plain
+from cascade_cli.console import console
+from cascade_cli.engines.local import checkpoint
+from cascade_cli.engines.local.compute import configure_threads
+from cascade_cli.errors import CascadeUsageError
+from cascade_cli.models import loader
+
+
+@dataclass
+class Stage:
+    """One local training stage: its config, resolved init, inputs and where it starts (see the module doc)."""
+
+    config: Any
+    init: Path
+    inputs: dict[str, str] = field(default_factory=dict)
+    begin: checkpoint.Start = field(default_factory=checkpoint.Start)
+    completed: dict[str, Any] | None = None  # the metrics of a stage already complete with this config
+    device: str = "cpu"
+    threads: int = 0
+    started: float = field(default_factory=time.perf_counter)
+
+    @classmethod
+    def open(cls, config: Any, **files: str | Path | None) -> Stage:
+        """Steps 1-4 for a config with an `out`; `files` are the data files the stage reads, by name."""
+        if not config.init:
+            raise CascadeUsageError("init: missing (give --init MODEL: tiny, a checkpoint directory or a hub id)")
+        if not config.out:
+            raise CascadeUsageError("out: missing (give --out DIR)")
+        stage = cls.bare(config)
+        models: dict[str, str | None] = {}
+        for key in checkpoint.MODEL_INPUTS:
+            value = getattr(config, key, None)
+            if hasattr(value, "items"):  # several by name (distill's teachers): KEY.NAME
+                models.update({f"{key}.{name}": str(spec) for name, spec in value.items()})
+            else:
+                models[key] = value
+        stage.inputs = checkpoint.input_fingerprints(models=models, **files)
+        try:
+            stage.begin = checkpoint.start(
+                stage.out, stage.config_dict, kind=config.kind, restart=config.restart, resume=config.resume,
+                fingerprints=stage.inputs,
+            )
+        except checkpoint.StageComplete as done:
+            console.print(done.message, soft_wrap=True)
+            stage.completed = done.metrics
+        return stage
+
+    @classmethod
+    def bare(cls, config: Any) -> Stage:
+        """A stage that only resolves its init (step 2): for code that trains without an OUT (tests, benchmarks)."""
+        return cls(config, loader.resolve(config.init or "", "init"))
+
+    @property
+    def name(self) -> str:
+        return self.config.name or self.config.kind
+
+    @property
+    def out(self) -> Path:
+        return Path(self.config.out or "")
+
+    @property
+    def config_dict(self) -> dict[str, Any]:
+        return to_plain(self.config)
+
+    # ---- compute and loading ------------------------------------------------------------------------------
+
+    def setup(self, threads: int | None = None) -> str:
+        """Step 5: torch's threads (`threads`, else $CASCADE_THREADS, else the idle cores), the device and the
+        seed; returns the device."""
+        import torch
+
+        self.threads = configure_threads(threads)
+        self.device = loader.pick_device()
+        torch.manual_seed(self.config.seed)
+        return self.device
+
+    def load_tokenizer(self) -> Any:
+        return loader.load_tokenizer(self.init)
+
+    def load_model(self, *, dtype: Any = "float32", head: str = "causal", pad_id: int | None = None) -> Any:
+        return loader.load_model(self.init, dtype=dtype, device=self.device, head=head, pad_id=pad_id)
+
+    def prepare_for_training(self, model: Any, tokens: int, keep: tuple[str, ...] = ()) -> Any:
+        return prepare_for_training(model, self.config, tokens, keep)
+
+    # ---- state, metrics, manifest -------------------------------------------------------------------------
+
+    def load_state(self, model: Any, optimizer: Any, scheduler: Any = None) -> None:
+        checkpoint.load_state(self.begin, model, optimizer, scheduler)
+
+    def save_state(self, step: int, model: Any, optimizer: Any, scheduler: Any = None, extra: dict | None = None) -> None:
+        checkpoint.save_state(
+            self.out, step=step, config=self.config_dict, model=model, optimizer=optimizer, scheduler=scheduler,
+            extra=extra, fingerprints=self.inputs,
+        )
+
+    def metrics_log(self) -> MetricsLog:
+        """metrics.jsonl (and TensorBoard when asked); a resumed run keeps the lines up to its step."""
+        resumed_at = self.begin.step if self.begin.resumed else None
+        return MetricsLog(self.out, tensorboard=self.config.tensorboard, truncate_after_step=resumed_at)
+
+    def record(self, status: str, metrics: dict[str, Any] | None = None, **timings: float) -> None:
+        """The stage manifest (cascade_stage.json) with this status."""
+        write_manifest(
+            self.out, stage=self.name, kind=self.config.kind, config=self.config_dict, init=self.config.init,
+            data_fingerprints=self.inputs, metrics=metrics or {}, status=status, timings=timings,
+        )
+
+    def save_final(self, model: Any, tokenizer: Any) -> None:
+        """The HF checkpoint (weights + tokenizer) in OUT; the manifest comes after, in `complete`."""
+        checkpoint.save_final(self.out, model, tokenizer, safe_serialization=True)
+
+    def stopped(self, step: int, total: int, metrics: dict[str, Any], **timings: float) -> dict[str, Any]:
+        """A run stopped before its last step (stop_after): its state is saved; a rerun resumes it."""
+        self.record("stopped", metrics, **timings)
+        console.print(f"stopped after step {step}/{total}; rerun the same command to resume")
+        return metrics
+
+    def complete(self, metrics: dict[str, Any], **timings: float) -> dict[str, Any]:
+        self.record("completed", metrics, **timings)
+        return metrics
+
+
+def prepare_for_training(model: Any, config: Any, tokens: int, keep: tuple[str, ...] = ()) -> Any:
+    """`config.gradient_checkpointing` (for micro-batches of `tokens` positions) and `config.lora` (`keep`:
+    modules that train fully under LoRA) applied to `model`, in place; returns it."""
+    from cascade_cli.engines.local import grad_checkpointing, lora
+
+    device = next(model.parameters()).device.type
+    grad_checkpointing.enable(model, config.gradient_checkpointing, tokens, device)
+    return lora.apply(model, config.lora, keep)

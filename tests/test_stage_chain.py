@@ -1,0 +1,119 @@
+"""Chained real commands, as a shell script chains them: a stage resumed on top of an init checkpoint that was
+trained again since exits 2 naming the init (its state was trained from the old model), unless --restart.
+
+For each pair (SFT -> RM, SFT -> RLVR, RLHF -> RLVR): train the first stage, stop the second one midway (its
+trainer_state/ saved, as a kill leaves it), retrain the first with --restart and another lr, then rerun the
+second with the same command.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cascade_cli.checkpoint import read_manifest
+from cascade_cli.data.tiny_tasks import generate
+from cascade_cli.engines.local.checkpoint import KILL_HOOK
+from cascade_cli.jsonl import write_jsonl
+from cascade_cli.models import tiny
+
+pytestmark = pytest.mark.timeout(900)
+
+FIRST_STAGE_CHANGED = "other inputs: init (that checkpoint was trained again since)"
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("chain")
+    (root / "init").symlink_to(tiny.resolve_model("tiny", root / "models"))
+    write_jsonl(root / "sft.jsonl", generate("sft", 16, seed=0))
+    write_jsonl(root / "pref.jsonl", generate("pref", 16, seed=0))
+    write_jsonl(root / "math.jsonl", generate("math", 16, seed=0))
+    write_jsonl(root / "chat.jsonl", generate("general", 16, seed=0))
+    return root
+
+
+def cascade(root: Path, *args: str, kill_at: str | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "CASCADE_THREADS": "1", "COLUMNS": "200"}
+    env.pop(KILL_HOOK, None)
+    if kill_at:
+        env[KILL_HOOK] = kill_at
+    return subprocess.run(
+        [sys.executable, "-m", "cascade_cli", *args], env=env, capture_output=True, text=True, timeout=600, check=False
+    )
+
+
+def ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def sft(root: Path, out: Path, *extra: str) -> list[str]:
+    return ["sft", "--init", str(root / "init"), "--data", str(root / "sft.jsonl"), "--out", str(out), "max_steps=2",
+            "batch_size=4", "bf16=false", *extra]
+
+
+def rm(root: Path, init: Path, out: Path) -> list[str]:
+    return ["rlhf", "rm", "--init", str(init), "--data", str(root / "pref.jsonl"), "--out", str(out),
+            "max_steps=3", "batch_size=4", "micro_batch=4", "save_every=1", "bf16=false"]
+
+
+def rlvr(root: Path, init: Path, out: Path) -> list[str]:
+    return ["rlvr", "--domain", "math", "--init", str(init), "--data", str(root / "math.jsonl"), "--out", str(out),
+            "steps=3", "prompts_per_step=2", "group_size=2", "max_response_len=8", "save_every=1"]
+
+
+def rlhf(root: Path, init: Path, reward_model: Path, out: Path, *extra: str) -> list[str]:
+    return ["rlhf", "--init", str(init), "--reward-model", str(reward_model), "--data", str(root / "chat.jsonl"),
+            "--out", str(out), "steps=2", "prompts_per_step=2", "group_size=2", "max_response_len=8", *extra]
+
+
+def interrupted(root: Path, args: list[str], out: Path) -> None:
+    """The stage killed right after its step-1 state landed: a rerun would resume from step 1."""
+    killed = cascade(root, *args, kill_at="1:done")
+    assert killed.returncode < 0, killed.stderr[-3000:]
+    assert read_manifest(out)["status"] == "running" and (out / "trainer_state").is_dir()
+
+
+def assert_refused_then_restarts(root: Path, args: list[str], out: Path) -> None:
+    refused = cascade(root, *args)
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    said = " ".join(refused.stderr.split())  # one line however the console wrapped it
+    assert FIRST_STAGE_CHANGED in said and "--restart" in said
+    assert "Traceback" not in refused.stderr and "resuming" not in refused.stderr
+    assert read_manifest(out)["status"] == "running"  # nothing was touched
+    restarted = ok(cascade(root, *args, "--restart"))
+    assert "resuming" not in restarted.stderr and read_manifest(out)["status"] == "completed"
+
+
+@pytest.mark.parametrize("second", ["rm", "rlvr"])
+def test_a_stage_resumed_on_a_retrained_sft_exits_2_naming_the_init(root, tmp_path, second):
+    sft_out, out = tmp_path / "sft", tmp_path / second
+    ok(cascade(root, *sft(root, sft_out)))
+    args = rm(root, sft_out, out) if second == "rm" else rlvr(root, sft_out, out)
+    interrupted(root, args, out)
+    ok(cascade(root, *sft(root, sft_out, "lr=5e-3", "--restart")))  # SFT retrained
+    assert_refused_then_restarts(root, args, out)
+
+
+def test_unchanged_init_resumes(root, tmp_path):
+    sft_out, out = tmp_path / "sft", tmp_path / "rl"
+    ok(cascade(root, *sft(root, sft_out)))
+    interrupted(root, rlvr(root, sft_out, out), out)
+    resumed = ok(cascade(root, *rlvr(root, sft_out, out)))
+    assert f"resuming {out} from step 1" in " ".join(resumed.stderr.split())
+
+
+def test_rlvr_resumed_on_a_retrained_rlhf_exits_2_naming_the_init(root, tmp_path):
+    sft_out, rm_out, rlhf_out, out = (tmp_path / name for name in ("sft", "rm", "rlhf", "rl"))
+    ok(cascade(root, *sft(root, sft_out)))
+    ok(cascade(root, *rm(root, sft_out, rm_out)))
+    ok(cascade(root, *rlhf(root, sft_out, rm_out, rlhf_out)))
+    args = rlvr(root, rlhf_out, out)
+    interrupted(root, args, out)
+    ok(cascade(root, *rlhf(root, sft_out, rm_out, rlhf_out, "lr=5e-4", "restart=true")))  # RLHF retrained
+    assert_refused_then_restarts(root, args, out)
