@@ -76,26 +76,25 @@ def share_base_evaluation(first: Path, run_dir: Path) -> None:
     print(f"{run_dir}: base evaluation shared from {first} (same model, same greedy evaluation)", flush=True)
 
 
-def per_problem(samples: Path) -> dict[str, dict[str, float]]:
+def read_samples(samples: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in samples.read_text().splitlines() if line.strip()]
+
+
+def per_problem(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     """benchmark -> problem id -> score in [0, 1] (the mean over its samples; IFEval: prompt-level strict)."""
     scores: dict[str, dict[str, list[float]]] = {}
-    for line in samples.read_text().splitlines():
-        if not line.strip():
-            continue
-        row = json.loads(line)
+    for row in rows:
         details = row.get("details") or {}
         passed = details.get("prompt_strict", row.get("passed"))
         scores.setdefault(row["benchmark"], {}).setdefault(str(row["id"]), []).append(float(bool(passed)))
     return {name: {pid: sum(v) / len(v) for pid, v in problems.items()} for name, problems in scores.items()}
 
 
-def median_words(samples: Path) -> dict[str, float]:
+def median_words(rows: list[dict[str, Any]]) -> dict[str, float]:
     """benchmark -> the median length of its responses in words (a score can rise because answers shrank)."""
     lengths: dict[str, list[int]] = {}
-    for line in samples.read_text().splitlines():
-        if line.strip():
-            row = json.loads(line)
-            lengths.setdefault(row["benchmark"], []).append(len(str(row.get("response", "")).split()))
+    for row in rows:
+        lengths.setdefault(row["benchmark"], []).append(len(str(row.get("response", "")).split()))
     return {name: statistics.median(values) for name, values in lengths.items()}
 
 
@@ -131,8 +130,9 @@ def stage_facts(run_dir: Path, stage: str) -> dict[str, Any]:
 
 def seed_table(run_dir: Path) -> dict[str, Any]:
     every, stages = stage_order(run_dir)
-    scores = {stage: per_problem(run_dir / "eval" / stage / "samples.jsonl") for stage in stages}
-    words = {stage: median_words(run_dir / "eval" / stage / "samples.jsonl") for stage in stages}
+    samples = {stage: read_samples(run_dir / "eval" / stage / "samples.jsonl") for stage in stages}
+    scores = {stage: per_problem(rows) for stage, rows in samples.items()}
+    words = {stage: median_words(rows) for stage, rows in samples.items()}
     table: dict[str, Any] = {"stages": stages, "benchmarks": {}, "eval_seconds": {},
                              "facts": {stage: stage_facts(run_dir, stage) for stage in every}}  # fmt: skip
     for stage in stages:
