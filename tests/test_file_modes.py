@@ -1,5 +1,6 @@
 """Every file and folder a command writes is readable by the group and others as the umask allows (weights
-included: safetensors and temporary folders start private), and every trainer leaves its trainer_state/."""
+included: safetensors and temporary folders start private); a completed stage keeps its trainer_state/ only
+with keep_trainer_state (a finished stage is its checkpoint: the optimizer state is twice its size)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def test_outputs_follow_the_umask(tmp_path, umask):
     cascade(["prepare-data", "--source", "tiny:sft", "--out", tmp_path / "sft_data", "--n", "8"], umask, env)
     cascade(["prepare-data", "--source", "tiny:math", "--out", tmp_path / "math_data", "--n", "8"], umask, env)
     cascade(["sft", "--init", "tiny", "--data", tmp_path / "sft_data", "--out", tmp_path / "sft", "max_steps=1",
-             "batch_size=2", "max_seq_len=64"], umask, env)
+             "batch_size=2", "max_seq_len=64", "keep_trainer_state=true"], umask, env)
     cascade(["rlvr", "--domain", "math", "--init", tmp_path / "sft", "--data", tmp_path / "math_data", "--out",
              tmp_path / "rl", "steps=1", "prompts_per_step=2", "group_size=2", "max_response_len=8"], umask, env)
     cascade(["eval", "--model", tmp_path / "rl", "--benchmarks", "tiny_math", "--limit", "1", "--k", "1",
@@ -44,5 +45,5 @@ def test_outputs_follow_the_umask(tmp_path, umask):
         if mode != (0o777 if (tmp_path / name).is_dir() else 0o666) & ~umask
     }
     assert not wrong, f"modes other than the umask allows (umask {umask:03o}): {wrong}"
-    for trainer in ("sft", "rl"):
-        assert (tmp_path / trainer / "trainer_state" / "progress.json").is_file(), trainer
+    assert (tmp_path / "sft" / "trainer_state" / "progress.json").is_file()
+    assert not any(path.name.startswith("trainer_state") for path in (tmp_path / "rl").iterdir())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import yaml
@@ -74,6 +75,9 @@ def test_trainer_state_only_when_asked(tmp_path, cli):
     ckpt = make_chain(tmp_path)
     result = cli(["push", ckpt, "--repo-id", "me/x", "--dry-run", "--include-trainer-state"])
     assert "trainer_state/optimizer.pt" in result.output
+    shutil.rmtree(ckpt / "trainer_state")  # a stage trained without keep_trainer_state
+    result = cli(["push", ckpt, "--repo-id", "me/x", "--dry-run", "--include-trainer-state"])
+    assert result.exit_code == 2 and "keep_trainer_state=true" in result.output
 
 
 def test_bad_repo_id_and_missing_token(tmp_path, cli, monkeypatch):

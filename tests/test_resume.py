@@ -25,6 +25,7 @@ from cascade_cli.engines.local.checkpoint import KILL_HOOK
 from cascade_cli.jsonl import write_jsonl
 from cascade_cli.models import tiny
 
+# 6:done: after the last step's state, which only a stage trained with keep_trainer_state saves.
 KILL_POINTS = ["2:done", "4", "4:swap", "6:done"]
 TIMING_KEYS = {"tokens_per_s"}
 
@@ -84,6 +85,8 @@ def straight(setup):
 @pytest.mark.parametrize("trainer", ["sft", "rm"])
 def test_kill_then_rerun_equals_an_uninterrupted_run(setup, straight, tmp_path, trainer, kill_at):
     args, out = commands(setup)[trainer], tmp_path / "killed"
+    keep = kill_at == "6:done"
+    args = [*args, "keep_trainer_state=true"] if keep else args
     killed = cascade(args, out, kill_at=kill_at)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     assert read_manifest(out)["status"] == "running" and not (out / "model.safetensors").exists()
@@ -100,6 +103,7 @@ def test_kill_then_rerun_equals_an_uninterrupted_run(setup, straight, tmp_path, 
     for key in ("train/loss", "eval/init_accuracy", "heldout_accuracy", "heldout_accuracy_before", "final_loss"):
         assert manifest["metrics"].get(key) == reference["metrics"].get(key), key
     assert not any(p.name.startswith(("trainer_state.", ".final")) for p in out.iterdir())
+    assert (out / "trainer_state").is_dir() == keep
 
 
 @pytest.mark.parametrize("trainer", ["sft", "rm"])

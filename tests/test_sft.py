@@ -213,7 +213,7 @@ def test_sft_trains_writes_checkpoint_and_manifest(tmp_path, tiny_dir, data_dir)
     assert AutoTokenizer.from_pretrained(out).chat_template == chat.CHAT_TEMPLATE
     initial = AutoModelForCausalLM.from_pretrained(tiny_dir)
     assert not torch.equal(trained.model.embed_tokens.weight, initial.model.embed_tokens.weight)
-    assert (out / "trainer_state" / "optimizer.pt").is_file()
+    assert not (out / "trainer_state").exists()  # a completed stage is its checkpoint
 
 
 def test_resume_after_stop_equals_uninterrupted_run(tmp_path, tiny_dir, data_dir):

@@ -10,7 +10,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
-from cascade_cli.checkpoint import MANIFEST_NAME, read_manifest, require_model_dir
+from cascade_cli.checkpoint import MANIFEST_NAME, TRAINER_STATE_DIR, read_manifest, require_model_dir
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.evaluation.report import REPORT_PNG, load_stage_results, metric_label, shared_label
 from cascade_cli.models import real
@@ -324,6 +324,11 @@ class PushPlan:
 def plan_push(ckpt: str | Path, repo_id: str, include_trainer_state: bool = False) -> PushPlan:
     ckpt = require_model_dir(ckpt)
     check_repo_id(repo_id)
+    if include_trainer_state and not (ckpt / TRAINER_STATE_DIR).is_dir():
+        raise CascadeUsageError(
+            f"{ckpt}: no {TRAINER_STATE_DIR}/ to include (a completed stage keeps it only when trained with "
+            "keep_trainer_state=true)"
+        )
     allow = ALLOW_PATTERNS + (TRAINER_STATE_PATTERNS if include_trainer_state else [])
     ignore = [] if include_trainer_state else TRAINER_STATE_PATTERNS
     files = sorted(

@@ -161,6 +161,10 @@ class TrainerConfig(StageConfig):
     # Recompute each layer's activations in backward (~1/3 more compute, far less memory): true | false |
     # auto (on when one micro-batch's activations would need over a quarter of the RAM / GPU memory).
     gradient_checkpointing: str = "auto"
+    # Keep trainer_state/ (model, optimizer, RNGs: three times the model's size under AdamW) once the stage
+    # completes, for `cascade push --include-trainer-state`. Off: a completed stage is its checkpoint, and a
+    # rerun of it, same config, trains nothing; its state only ever served a resume.
+    keep_trainer_state: bool = False
 
     BOUNDS: ClassVar[dict[str, Bound]] = {
         "lr": above(0), "weight_decay": at_least(0), "beta1": fraction(high_open=True),

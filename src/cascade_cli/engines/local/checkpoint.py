@@ -5,6 +5,7 @@ A trainer calls, top to bottom:
     load_state(begin, model, optimizer, scheduler)       # when begin.state_dir is set
     ... every save_every steps: save_state(out, step=..., config=..., model=..., optimizer=..., extra=...)
     save_final(out, model, tokenizer); write_manifest(out, ..., status="completed")   # the manifest LAST
+    drop_state(out)                                      # unless keep_trainer_state: nothing resumes it now
 
 `trainer_state/` holds model.pt, optimizer.pt, scheduler.pt (if any), rng.pt (python, numpy, torch, cuda),
 progress.json {step, config_fingerprint, config, fingerprints, extra} and extra.pt (the extra values JSON
@@ -45,6 +46,7 @@ __all__ = [
     "Start",
     "StageComplete",
     "config_diff",
+    "drop_state",
     "load_state",
     "rng_state",
     "save_final",
@@ -70,6 +72,7 @@ RUNTIME_KEYS: tuple[str, ...] = (
     "eval_*",
     "verify_workers",
     "cluster",
+    "keep_trainer_state",
 )
 MODEL_INPUTS = ("init", "reward_model", "teachers")  # checkpoints (fingerprinted by their manifest); teachers: a dict
 STAGING_SUFFIX, PREVIOUS_SUFFIX = ".tmp", ".old"
@@ -183,11 +186,16 @@ def read_progress(state_dir: Path) -> dict[str, Any]:
 def clear(out: str | Path) -> None:
     """Remove what a previous run left for resuming: trainer_state*/, the manifest and metrics.jsonl."""
     out = Path(out)
-    for suffix in ("", STAGING_SUFFIX, PREVIOUS_SUFFIX):
-        shutil.rmtree(_state_path(out, suffix), ignore_errors=True)
+    drop_state(out)
     shutil.rmtree(out / FINAL_STAGING, ignore_errors=True)
     for name in (MANIFEST_NAME, METRICS_NAME):
         (out / name).unlink(missing_ok=True)
+
+
+def drop_state(out: str | Path) -> None:
+    """Remove trainer_state*/ once a stage has completed: nothing resumes a completed stage."""
+    for suffix in ("", STAGING_SUFFIX, PREVIOUS_SUFFIX):
+        shutil.rmtree(_state_path(Path(out), suffix), ignore_errors=True)
 
 
 def _input_changed(name: str) -> str:

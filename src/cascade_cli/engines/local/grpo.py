@@ -298,16 +298,15 @@ def evaluate(run: Run) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------------------
 
 
-def save_state(stage: Stage, run: Run, step: int, eval_before: dict | None) -> None:
-    """trainer_state/ (the one layout): policy, optimizer, global RNGs, and in `extra` the generator's RNG,
-    the prompt sampler, the kept fraction and the held-out metrics before training."""
-    extra = {
+def state_extra(run: Run, eval_before: dict | None) -> dict[str, Any]:
+    """What trainer_state/ holds beside the policy, optimizer and global RNGs: the generator's RNG, the
+    prompt sampler, the kept fraction and the held-out metrics before training."""
+    return {
         "sampler": run.sampler.state(),
         "generator_rng": run.generator.rng_state(),
         "keep_rate": asdict(run.keep_rate),
         "eval_before": eval_before,
     }
-    stage.save_state(step, run.policy, run.optimizer, extra=extra)
 
 
 def train(stage: Stage, run: Run) -> dict[str, Any]:
@@ -332,10 +331,10 @@ def train(stage: Stage, run: Run) -> dict[str, Any]:
                 ),
             )
             if config.save_every and step % config.save_every == 0 and step < total_steps:
-                save_state(stage, run, step, eval_before)
+                stage.save_state(step, run.policy, run.optimizer, extra=state_extra(run, eval_before))
     metrics_log.close()
     run.pool.shutdown(wait=True)
-    save_state(stage, run, step, eval_before)  # every trainer keeps its last trainer_state/
+    stage.save_last_state(step, total_steps, run.policy, run.optimizer, extra=state_extra(run, eval_before))
     stage.save_final(run.policy, run.tokenizer)
     summary: dict[str, Any] = {"steps": step, **{f"final_{k}": v for k, v in last.items()}}
     if run.eval_rows and eval_before is not None:

@@ -232,10 +232,8 @@ def train_reward_model(
         rng.setstate((version, tuple(internal), gauss))
     log = stage.metrics_log()
 
-    def save_state() -> None:
-        if config.out:
-            progress = {"order": order, "rng": rng.getstate(), "tokens": tokens, "last": last, "before": before}
-            stage.save_state(step, model, optimizer, scheduler, progress)
+    def state_extra() -> dict[str, Any]:
+        return {"order": order, "rng": rng.getstate(), "tokens": tokens, "last": last, "before": before}
 
     model.train()
     started = time.perf_counter()
@@ -276,9 +274,9 @@ def train_reward_model(
         if on_step is not None:
             on_step(step, total, last)
         if config.save_every and step % config.save_every == 0 and step < stop_at:
-            save_state()
+            stage.save_state(step, model, optimizer, scheduler, state_extra())
     log.close()
-    save_state()
+    stage.save_last_state(step, total, model, optimizer, scheduler, state_extra())
     train_s = time.perf_counter() - started
     summary: dict[str, Any] = {
         "steps": step,

@@ -118,9 +118,8 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
     stage.record("running", metrics)
     log = stage.metrics_log()
 
-    def save_state() -> None:
-        extra = {"cursor": asdict(stream.cursor), "total_steps": total_steps, "metrics": metrics}
-        stage.save_state(step, model, optimizer, scheduler, extra)
+    def state_extra() -> dict[str, Any]:
+        return {"cursor": asdict(stream.cursor), "total_steps": total_steps, "metrics": metrics}
 
     model.train()
     train_started = time.time()
@@ -166,7 +165,7 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
             tokens_per_s = tokens_seen / max(time.time() - train_started, 1e-9)
             bar.advance(note=f"loss {loss_sum:.4f}, {tokens_per_s:,.0f} tok/s")
             if config.save_every and step % config.save_every == 0 and step < stop_at:
-                save_state()
+                stage.save_state(step, model, optimizer, scheduler, state_extra())
     log.close()
     train_seconds = time.time() - train_started
     metrics.update(
@@ -177,7 +176,7 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
             "train/tokens_per_s": tokens_seen / max(train_seconds, 1e-9),
         }
     )
-    save_state()
+    stage.save_last_state(step, total_steps, model, optimizer, scheduler, state_extra())
     if step < total_steps:
         return stage.stopped(step, total_steps, metrics, train_s=train_seconds)
 

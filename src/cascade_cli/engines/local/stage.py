@@ -19,7 +19,8 @@ A trainer reads, top to bottom:
 5. compute  torch's threads, the device (models/loader.pick_device), the seed;
 6. loading  models/loader: the tokenizer with a pad token and the chat template, the model on the device;
 7. state    trainer_state/ (save_state), metrics.jsonl (metrics_log) and the manifest: running, then stopped
-            or completed, written last so a kill before it leaves a resumable run.
+            or completed, written last so a kill before it leaves a resumable run; a completed stage drops
+            its trainer_state/ unless keep_trainer_state.
 Held-out evaluation is heldout.py: one rule for which file a prepare-data folder gives, one greedy path.
 """
 
@@ -127,6 +128,14 @@ class Stage:
             extra=extra, fingerprints=self.inputs,
         )
 
+    def save_last_state(
+        self, step: int, total: int, model: Any, optimizer: Any, scheduler: Any = None, extra: dict | None = None
+    ) -> None:
+        """The state when the loop ends: what a run stopped before its last step resumes from; a completed
+        stage keeps it only with keep_trainer_state."""
+        if step < total or self.config.keep_trainer_state:
+            self.save_state(step, model, optimizer, scheduler, extra)
+
     def metrics_log(self) -> MetricsLog:
         """metrics.jsonl (and TensorBoard when asked); a resumed run keeps the lines up to its step."""
         resumed_at = self.begin.step if self.begin.resumed else None
@@ -150,7 +159,11 @@ class Stage:
         return metrics
 
     def complete(self, metrics: dict[str, Any], **timings: float) -> dict[str, Any]:
+        """The manifest says completed; then the trainer state goes (unless keep_trainer_state): a kill
+        before the manifest leaves a run that resumes, one after it a stage that is done."""
         self.record("completed", metrics, **timings)
+        if not self.config.keep_trainer_state:
+            checkpoint.drop_state(self.out)
         return metrics
 
 
