@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import random
-import shutil
 import statistics
 import subprocess
 import sys
@@ -42,10 +41,7 @@ def run_seed(recipe: str, seed: int, out: Path, max_tokens: int, overrides: list
     """`cascade recipe run` for one seed, its output copied line by line to OUT/seedS.log and to this
     terminal, so a run in the background shows its progress (`recipe run` prints a plain line per step and
     per evaluated benchmark when its output is not a terminal)."""
-    run_dir = out / f"seed{seed}"
-    argv = [sys.executable, "-m", "cascade_cli", "recipe", "run", recipe, f"seed={seed}", f"run_dir={run_dir}"]
-    argv += ["eval.after_each_stage=true", "eval.limit=null", "eval.k=1", "eval.temperature=0.0"]
-    argv += [f"eval.max_tokens={max_tokens}", *overrides]
+    argv = [sys.executable, "-m", "cascade_cli", "recipe", "run", recipe, *run_overrides(seed, out, max_tokens, overrides)]
     out.mkdir(parents=True, exist_ok=True)
     print(f"seed {seed}: {' '.join(argv[2:])}  (log: {out}/seed{seed}.log)", flush=True)
     with open(out / f"seed{seed}.log", "a") as log:
@@ -60,20 +56,67 @@ def run_seed(recipe: str, seed: int, out: Path, max_tokens: int, overrides: list
         sys.exit(f"seed {seed} failed (exit {code}); see {out}/seed{seed}.log")
 
 
-def share_base_evaluation(first: Path, run_dir: Path) -> None:
-    """Give a seed's run the base model's evaluation of the first seed's run: the same starting model, the
-    same greedy evaluation config (the recipe's seed is not part of it), so `recipe run` skips it as done
-    instead of generating the same answers again. Nothing is shared when the first run has no finished
-    base evaluation or the seed's run has one of its own."""
-    source = json.loads((first / "run.json").read_text()).get("base") if (first / "run.json").is_file() else None
+def share_base_evaluation(sources: list[Path], run_dir: Path, evaluation: tuple[list[str], str]) -> None:
+    """Give a seed's run the base model's evaluation from earlier runs of the same model (another seed of this
+    recipe, or recipes whose benchmarks together cover this one's: smol-mopd takes IFEval from smol-if and
+    GSM8K from smol-math), so `recipe run` skips it as done instead of generating the same answers again.
+    Each benchmark comes from the first source that evaluated it. Nothing is shared when a source has no
+    finished base evaluation, the sources' evaluation settings differ, they do not cover every benchmark, or
+    the seed's run has one of its own. `evaluation`: this recipe's benchmarks and eval fingerprint."""
+    benchmarks, fingerprint = evaluation
     manifest_path = run_dir / "run.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {"stages": {}}
-    if not source or source.get("eval") != "completed" or manifest.get("base"):
+    if manifest.get("base"):
         return
-    shutil.copytree(first / "eval" / "base", run_dir / "eval" / "base", dirs_exist_ok=True)
-    manifest["base"] = {**source, "shared_from": str(first)}
+    results: dict[str, Any] = {}
+    samples: list[str] = []
+    for source in sources:
+        base = json.loads((source / "run.json").read_text()).get("base") if (source / "run.json").is_file() else None
+        if not base or base.get("eval") != "completed":
+            print(f"{run_dir}: base evaluation not shared ({source} has no finished one)", flush=True)
+            return
+        found = json.loads((source / "eval" / "base" / "results.json").read_text())
+        settings = {k: v for k, v in found["settings"].items() if k not in ("backend_used", "seed", "workers")}
+        if results and (settings != results["settings"] or found["model"] != results["model"]):
+            print(f"{run_dir}: base evaluation not shared ({source} evaluated {found['model']} with "
+                  f"{settings}, not as {sources[0]})", flush=True)
+            return
+        results.setdefault("model", found["model"])
+        results.setdefault("settings", settings)
+        new = {name: bench for name, bench in found["benchmarks"].items()
+               if name in benchmarks and name not in results.setdefault("benchmarks", {})}
+        results["benchmarks"].update(new)
+        samples += [line for line in (source / "eval" / "base" / "samples.jsonl").read_text().splitlines()
+                    if line.strip() and json.loads(line)["benchmark"] in new]
+    missing = sorted(set(benchmarks) - set(results.get("benchmarks", {})))
+    if missing:
+        print(f"{run_dir}: base evaluation not shared (no source evaluated {', '.join(missing)})", flush=True)
+        return
+    target = run_dir / "eval" / "base"
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    (target / "samples.jsonl").write_text("\n".join(samples) + "\n")
+    first = json.loads((sources[0] / "run.json").read_text())["base"]
+    manifest["base"] = {**first, "eval_fingerprint": fingerprint, "shared_from": [str(source) for source in sources]}
     manifest_path.write_text(json.dumps(manifest, indent=2) + "\n")
-    print(f"{run_dir}: base evaluation shared from {first} (same model, same greedy evaluation)", flush=True)
+    print(f"{run_dir}: base evaluation shared from {', '.join(map(str, sources))} (same model, same greedy "
+          "evaluation)", flush=True)
+
+
+def run_overrides(seed: int, out: Path, max_tokens: int, overrides: list[str]) -> list[str]:
+    """What `recipe run` is given for one seed: the full benchmarks, greedy, after every stage."""
+    return [f"seed={seed}", f"run_dir={out / f'seed{seed}'}", "eval.after_each_stage=true", "eval.limit=null",
+            "eval.k=1", "eval.temperature=0.0", f"eval.max_tokens={max_tokens}", *overrides]
+
+
+def recipe_eval(recipe: str, overrides: list[str]) -> tuple[list[str], str]:
+    """The benchmarks the recipe's evaluations run and the fingerprint `recipe run` records for them."""
+    from cascade_cli.checkpoint import config_fingerprint
+    from cascade_cli.config.structure import to_plain
+    from cascade_cli.recipe.loader import load_recipe
+
+    evaluation = load_recipe(recipe, overrides).eval
+    return list(evaluation.benchmarks), config_fingerprint(to_plain(evaluation))
 
 
 def read_samples(samples: Path) -> list[dict[str, Any]]:
@@ -233,18 +276,21 @@ def main() -> None:
     parser.add_argument("--report-only", action="store_true", help="read the runs already in --out")
     parser.add_argument("--no-shared-base", action="store_true",
                         help="evaluate the base model in every seed's run (default: once, in the first seed's)")
-    parser.add_argument("--base-from", type=Path, metavar="RUN_DIR",
-                        help="share the base evaluation of another run of this model with the same eval settings "
-                             "(a variant of the recipe: `--out runs/variant --base-from runs/real/seed0`)")
+    parser.add_argument("--base-from", type=Path, nargs="+", metavar="RUN_DIR",
+                        help="share the base evaluation of other runs of this model with the same eval settings, "
+                             "each benchmark from the first run that has it (a variant of the recipe: `--out "
+                             "runs/variant --base-from runs/real/seed0`; smol-mopd: its smol-if and smol-math runs)")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
     began = time.perf_counter()
     if not args.report_only:
-        if args.base_from:
-            share_base_evaluation(args.base_from, args.out / f"seed{args.seeds[0]}")
+        first = args.seeds[0]
         for seed in args.seeds:
-            if seed != args.seeds[0] and not args.no_shared_base:
-                share_base_evaluation(args.out / f"seed{args.seeds[0]}", args.out / f"seed{seed}")
+            evaluation = recipe_eval(args.recipe, run_overrides(seed, args.out, args.max_tokens, args.overrides))
+            if seed == first and args.base_from:
+                share_base_evaluation(args.base_from, args.out / f"seed{seed}", evaluation)
+            if seed != first and not args.no_shared_base:
+                share_base_evaluation([args.out / f"seed{first}"], args.out / f"seed{seed}", evaluation)
             run_seed(args.recipe, seed, args.out, args.max_tokens, args.overrides)
     # A seed whose run has not started yet (--report-only while it runs) is left out.
     tables = {seed: seed_table(args.out / f"seed{seed}") for seed in args.seeds
