@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from cascade_cli.checkpoint import read_manifest, write_manifest
+from cascade_cli.config.structure import to_plain
 from cascade_cli.engines.local import checkpoint as ckpt
 from cascade_cli.engines.local.optim import warmup_cosine
 from cascade_cli.errors import CascadeUsageError
@@ -54,8 +55,32 @@ def test_config_diff_names_dotted_keys_and_ignores_runtime_keys():
     assert ckpt.describe_diff(CONFIG, new, ["lr", "rollout.top_k"]) == "lr (1e-05 -> 2e-05), rollout.top_k (-1 -> 5)"
 
 
+def test_a_key_added_since_at_its_default_is_no_change():
+    defaults = {"lr": 1e-5, "warmup": 0, "lora": {"r": 0, "alpha": 16.0}}
+    added = {**CONFIG, "warmup": 0, "lora": {"r": 0, "alpha": 16.0}}
+    assert ckpt.config_diff(CONFIG, added, defaults=defaults) == []
+    assert ckpt.config_diff(CONFIG, {**added, "warmup": 3}, defaults=defaults) == ["warmup"]
+    assert ckpt.config_diff(CONFIG, added) == ["lora.alpha", "lora.r", "warmup"]  # without the defaults
+    assert ckpt.config_diff({**CONFIG, "warmup": 3}, added, defaults=defaults) == ["warmup"]  # recorded: compared
+
+
+def test_a_stage_trained_before_a_key_existed_stays_complete(tmp_path):
+    from cascade_cli.config.diff import class_defaults
+    from cascade_cli.config.sft import SFTConfig
+
+    config = SFTConfig(data="d.jsonl", init="tiny", out=str(tmp_path))
+    now = to_plain(config)
+    recorded = {key: value for key, value in now.items() if key != "packing"}  # `packing` did not exist yet
+    _manifest(tmp_path, recorded, "completed")
+    with pytest.raises(ckpt.StageComplete):
+        ckpt.start(tmp_path, now, kind="sft", restart=False, defaults=class_defaults(config))
+    with pytest.raises(CascadeUsageError, match=r"packing \(unset -> True\)"):
+        ckpt.start(tmp_path, {**now, "packing": True}, kind="sft", restart=False, defaults=class_defaults(config))
+
+
 def test_every_stage_config_key_that_only_drives_the_run_is_a_runtime_key():
-    for key in ("out", "save_every", "resume", "restart", "stop_after", "log_every", "tensorboard", "threads"):
+    for key in ("out", "save_every", "resume", "restart", "stop_after", "log_every", "tensorboard", "threads",
+                "keep_trainer_state"):
         assert ckpt.config_diff({key: 1}, {key: 2}) == []
     assert ckpt.config_diff({"eval_prompts": "a"}, {"eval_prompts": "b"}) == []
 

@@ -135,6 +135,18 @@ def test_recipe_run_restarts_changed_stages_and_resumes_interrupted_ones(tmp_pat
     assert result.exit_code == 0 and "skip stage" not in result.output
     assert all(record["restart"] for record in _records(tmp_path / "run").values())
 
+    # A record written before a config key existed (the key at its default now) is the same config: skipped.
+    manifest = json.loads((tmp_path / "run" / "run.json").read_text())
+    recorded = manifest["stages"]["code"]["config"]
+    added = "limit"  # None: no limit, the default
+    assert recorded.pop(added) is None
+    manifest["stages"]["code"]["config_fingerprint"] = "sha256:written-by-an-older-cascade"
+    (tmp_path / "run" / "run.json").write_text(json.dumps(manifest))
+    result = cli(["recipe", "run", recipe, "stages.math.n=16"])
+    assert result.exit_code == 0 and "changed since" not in result.output and result.output.count("skip stage") == 2
+    result = cli(["recipe", "run", recipe, "stages.math.n=16", f"stages.code.{added}=5"])
+    assert f"stage code changed since its last run: {added}: None -> 5" in " ".join(result.output.split())
+
 
 def test_stage_command_restart_flag_reaches_the_trainer(cli, tmp_path):
     """`cascade sft --restart` sets the config key `restart` (recorded in the checkpoint's manifest)."""

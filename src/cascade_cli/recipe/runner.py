@@ -18,6 +18,7 @@ from typing import Any
 from rich.table import Table
 
 from cascade_cli.checkpoint import MANIFEST_NAME, config_fingerprint, fingerprint_path
+from cascade_cli.config.diff import RUNTIME_KEYS, class_defaults, config_diff, flatten
 from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console, print_done, print_skip
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
@@ -94,37 +95,31 @@ def select_stages(recipe: Recipe, from_stage: str | None, only: str | None) -> l
     return list(recipe.stages)
 
 
+# What a recipe stage may change and stay done: the trainers' runtime keys, except its `out` (elsewhere is
+# another checkpoint).
+RECIPE_RUNTIME_KEYS = tuple(key for key in RUNTIME_KEYS if key != "out")
+
+
 def is_up_to_date(record: dict[str, Any] | None, stage: Stage, fingerprints: tuple[str, dict[str, str]]) -> bool:
-    if not record or record.get("status") != "completed":
+    if not record or record.get("status") != "completed" or "config_fingerprint" not in record:
         return False
-    if record.get("config_fingerprint") != fingerprints[0] or record.get("input_fingerprints") != fingerprints[1]:
-        return False
-    return Path(stage.out).exists()
-
-
-def _flat(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in values.items():
-        if isinstance(value, dict) and value:
-            flat.update(_flat(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
+    return not changed_keys(record, stage, fingerprints) and Path(stage.out).exists()
 
 
 def changed_keys(record: dict[str, Any] | None, stage: Stage, fingerprints: tuple[str, dict[str, str]]) -> list[str]:
-    """What differs from the run run.json recorded: `key: old -> new` per config key, `key (input changed)`
-    per input; [] when nothing was recorded or nothing changed."""
+    """What differs from the run run.json recorded, by the rule of config/diff.py (runtime keys and keys added
+    to cascade since, at their defaults, are no change): `key: old -> new` per config key, `key (input
+    changed)` per input; [] when nothing was recorded or nothing changed."""
     if not record or "config_fingerprint" not in record:
         return []
     changes = []
     if record["config_fingerprint"] != fingerprints[0]:
-        before, after = _flat(record.get("config") or {}), _flat(stage_values(stage))
-        changes += [
-            f"{key}: {before.get(key)!r} -> {after.get(key)!r}"
-            for key in sorted(set(before) | set(after))
-            if before.get(key) != after.get(key)
-        ] if before else ["config (keys not recorded)"]
+        recorded, now = record.get("config") or {}, stage_values(stage)
+        keys = config_diff(recorded, now, RECIPE_RUNTIME_KEYS, class_defaults(stage.config)) if recorded else []
+        before, after = flatten(recorded), flatten(now)
+        changes += [f"{key}: {before.get(key)!r} -> {after.get(key)!r}" for key in keys]
+        if not recorded:
+            changes.append("config (keys not recorded)")
     old_inputs = record.get("input_fingerprints") or {}
     changes += [
         f"{key} (input changed)"

@@ -15,7 +15,6 @@ at any moment leaves the previous state loadable.
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import os
 import random
@@ -37,6 +36,7 @@ from cascade_cli.checkpoint import (
     read_manifest,
     write_manifest,
 )
+from cascade_cli.config.diff import RUNTIME_KEYS, config_diff, describe_diff
 from cascade_cli.console import console
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.files import share, writing
@@ -56,24 +56,6 @@ __all__ = [
     "write_manifest",
 ]
 
-# Config keys that drive a run but do not change what it computes: a resumed run may differ in these.
-# Entries are fnmatch patterns over dotted keys; a pattern also covers everything below it.
-RUNTIME_KEYS: tuple[str, ...] = (
-    "out",
-    "save_every",
-    "resume",
-    "restart",
-    "stop_after",
-    "log_every",
-    "tensorboard",
-    "threads",
-    "dry_run",
-    "name",
-    "eval_*",
-    "verify_workers",
-    "cluster",
-    "keep_trainer_state",
-)
 MODEL_INPUTS = ("init", "reward_model", "teachers")  # checkpoints (fingerprinted by their manifest); teachers: a dict
 STAGING_SUFFIX, PREVIOUS_SUFFIX = ".tmp", ".old"
 FINAL_STAGING = ".final.tmp"
@@ -103,51 +85,6 @@ class Start:
     @property
     def resumed(self) -> bool:
         return self.state_dir is not None
-
-
-# ---- comparing configs ---------------------------------------------------------------------------------
-
-
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(value, dict) and value:
-        flat: dict[str, Any] = {}
-        for key, item in value.items():
-            flat.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
-        return flat
-    return {prefix: value}
-
-
-def _ignored(key: str, ignore: tuple[str, ...]) -> bool:
-    parts = key.split(".")
-    prefixes = [".".join(parts[: n + 1]) for n in range(len(parts))]
-    return any(fnmatch.fnmatchcase(p, pattern) for p in prefixes for pattern in ignore)
-
-
-_MISSING = object()
-
-
-def config_diff(old: dict[str, Any], new: dict[str, Any], ignore: tuple[str, ...] = RUNTIME_KEYS) -> list[str]:
-    """The dotted keys whose values differ between two configs (a key only one side has differs too)."""
-    flat_old, flat_new = _flatten(old), _flatten(new)
-    keys = sorted(set(flat_old) | set(flat_new))
-    return [
-        key
-        for key in keys
-        if not _ignored(key, ignore) and flat_old.get(key, _MISSING) != flat_new.get(key, _MISSING)
-    ]
-
-
-def _show(value: Any) -> str:
-    text = "unset" if value is _MISSING else repr(value) if not isinstance(value, str) else value
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def describe_diff(old: dict[str, Any], new: dict[str, Any], keys: list[str]) -> str:
-    """`lr (1e-05 -> 2e-05), steps (4 -> 6)` for the given dotted keys."""
-    flat_old, flat_new = _flatten(old), _flatten(new)
-    return ", ".join(
-        f"{key} ({_show(flat_old.get(key, _MISSING))} -> {_show(flat_new.get(key, _MISSING))})" for key in keys
-    )
 
 
 def input_fingerprints(
@@ -210,8 +147,9 @@ def _changed(
     saved_prints: dict[str, Any],
     config: dict[str, Any],
     fingerprints: dict[str, str],
+    defaults: dict[str, Any] | None = None,
 ) -> CascadeUsageError | None:
-    keys = config_diff(saved_config, config)
+    keys = config_diff(saved_config, config, defaults=defaults)
     inputs = [name for name, value in fingerprints.items() if saved_prints.get(name, value) != value]
     changes = []
     if keys:
@@ -233,12 +171,14 @@ def start(
     restart: bool,
     resume: bool = True,
     fingerprints: dict[str, str] | None = None,
+    defaults: dict[str, Any] | None = None,
 ) -> Start:
     """The one resume rule, from OUT/cascade_stage.json and OUT/trainer_state*/.
 
     completed with the same config -> StageComplete; unfinished with the same config -> resume; a different
     config (or changed `fingerprints`, e.g. the data file's) -> CascadeUsageError naming the keys, unless
-    `restart`; `restart` or `resume=False` -> remove what was left and start fresh.
+    `restart`; `restart` or `resume=False` -> remove what was left and start fresh. `defaults`: the config
+    class's defaults, so a key added to cascade since the state was saved, at its default, is no change.
     """
     out = Path(out)
     fingerprints = fingerprints or {}
@@ -253,7 +193,7 @@ def start(
                 "to train over it, or choose another --out"
             )
         error = _changed(
-            out, manifest.get("config") or {}, manifest.get("data_fingerprints") or {}, config, fingerprints
+            out, manifest.get("config") or {}, manifest.get("data_fingerprints") or {}, config, fingerprints, defaults
         )
         if error is not None:
             raise error
@@ -267,7 +207,9 @@ def start(
     if state is None:
         return Start()
     progress = read_progress(state)
-    error = _changed(out, progress.get("config") or {}, progress.get("fingerprints") or {}, config, fingerprints)
+    error = _changed(
+        out, progress.get("config") or {}, progress.get("fingerprints") or {}, config, fingerprints, defaults
+    )
     if error is not None:
         raise error
     extra = dict(progress.get("extra") or {})

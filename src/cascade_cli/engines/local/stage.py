@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from cascade_cli.checkpoint import MetricsLog, write_manifest
+from cascade_cli.config.diff import class_defaults
 from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console
 from cascade_cli.engines.local import checkpoint
@@ -72,7 +73,7 @@ class Stage:
         try:
             stage.begin = checkpoint.start(
                 stage.out, stage.config_dict, kind=config.kind, restart=config.restart, resume=config.resume,
-                fingerprints=stage.inputs,
+                fingerprints=stage.inputs, defaults=class_defaults(config),
             )
         except checkpoint.StageComplete as done:
             console.print(done.message, soft_wrap=True)
