@@ -138,16 +138,18 @@ cascade rlvr --domain swe --init "$RUN_DIR/code_rl" --data "$RUN_DIR/data_swe" -
 evaluate "$RUN_DIR/swe_rl" swe_rl
 stop_after swe_rl
 
-# 5. MOPD: the SWE RL model samples on every domain's prompts; each prompt goes to its domain's best checkpoint
-#    so far (the recipe's `best:tiny_*`, which `cascade report --best` names; base is `tiny` itself), whose
-#    log-probs of the sampled tokens are the per-token advantage. Without the evaluations: each domain's RL stage.
+# 5. MOPD: the SWE RL model samples on every domain's prompts; each prompt goes to its domain's teacher, whose
+#    log-probs of the sampled tokens are the per-token advantage: for IF and math the best checkpoint so far (the
+#    recipe's `best:tiny_*`, which `cascade report --best` names; base is `tiny` itself), for code and SWE their
+#    RL stages (the tiny benchmarks of 32 problems cannot tell those apart). Without the evaluations: each
+#    domain's RL stage.
 teacher() {  # teacher BENCHMARK STAGE_WITHOUT_EVALS -> a checkpoint
   local stage=$2
   if [ "$EVAL" = 1 ]; then stage=$(cascade report "$RUN_DIR" --best "$1"); fi
   if [ "$stage" = base ]; then echo tiny; else echo "$RUN_DIR/$stage"; fi
 }
 teachers="if=$(teacher tiny_if if_rl),math=$(teacher tiny_math math_rl)"
-teachers="$teachers,code=$(teacher tiny_code code_rl),swe=$(teacher tiny_swe swe_rl)"
+teachers="$teachers,code=$RUN_DIR/code_rl,swe=$RUN_DIR/swe_rl"
 heldout="$RUN_DIR/data_if/heldout.jsonl,$RUN_DIR/data_math/heldout.jsonl"
 heldout="$heldout,$RUN_DIR/data_code/heldout.jsonl,$RUN_DIR/data_swe/heldout.jsonl"
 # shellcheck disable=SC2086
