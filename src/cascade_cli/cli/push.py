@@ -18,7 +18,10 @@ def push_command(
     revision: Annotated[Optional[str], typer.Option("--revision", help="Branch to push to.")] = None,
     commit_message: Annotated[Optional[str], typer.Option("--commit-message", help="Commit message.")] = None,
     include_trainer_state: Annotated[
-        bool, typer.Option("--include-trainer-state", help="Also upload trainer_state/ (optimizer, RNG).")
+        bool, typer.Option(
+            "--include-trainer-state",
+            help="Also upload trainer_state/ (optimizer, RNG; kept by stages trained with keep_trainer_state=true).",
+        )
     ] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the model card and file list; upload nothing.")] = False,
 ) -> None:
