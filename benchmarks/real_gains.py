@@ -276,10 +276,11 @@ def main() -> None:
     parser.add_argument("--report-only", action="store_true", help="read the runs already in --out")
     parser.add_argument("--no-shared-base", action="store_true",
                         help="evaluate the base model in every seed's run (default: once, in the first seed's)")
-    parser.add_argument("--base-from", type=Path, nargs="+", metavar="RUN_DIR",
-                        help="share the base evaluation of other runs of this model with the same eval settings, "
-                             "each benchmark from the first run that has it (a variant of the recipe: `--out "
-                             "runs/variant --base-from runs/real/seed0`; smol-mopd: its smol-if and smol-math runs)")
+    parser.add_argument("--base-from", type=Path, action="append", metavar="RUN_DIR",
+                        help="share the base evaluation of another run of this model with the same eval settings; "
+                             "repeat it to take each benchmark from the first run that has it (a variant of the "
+                             "recipe: `--out runs/variant --base-from runs/real/seed0`; smol-mopd: `--base-from "
+                             "SMOL_IF_RUN --base-from SMOL_MATH_RUN`)")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
     began = time.perf_counter()

@@ -8,6 +8,12 @@
 #   python benchmarks/real_gains.py --recipe recipes/smol-if.yaml --seeds 0 1 \
 #       --out ~/cascade-runs/real/smol-if --report-only      # the table, from what has finished
 #
+# REAL_GAINS_ARGS go to real_gains.py as they are (smol-mopd's teachers and shared base evaluations):
+#   SEEDS=0 REAL_GAINS_ARGS="--base-from $HOME/cascade-runs/real/smol-if/seed0
+#     --base-from $HOME/cascade-runs/real/smol-math/seed0
+#     stages.distill.teachers.if=$HOME/cascade-runs/real/smol-if/seed0/if_rl
+#     stages.distill.teachers.math=$HOME/cascade-runs/real/smol-math/seed0/math_rl" benchmarks/real_runs.sh smol-mopd
+#
 # CASCADE_THREADS pins torch's thread count; unset, each stage takes the cores idle when it starts, which on
 # a machine shared with other (niced) work may be one.
 set -euo pipefail
@@ -21,6 +27,6 @@ nohup bash -c '
   runs="$1"; python="$2"; shift 2
   for recipe in "$@"; do
     "$python" benchmarks/real_gains.py --recipe "recipes/$recipe.yaml" --seeds ${SEEDS:-0 1} \
-      --out "$runs/$recipe" >> "$runs/$recipe.log" 2>&1
+      --out "$runs/$recipe" ${REAL_GAINS_ARGS:-} >> "$runs/$recipe.log" 2>&1
   done' real_runs "$runs" "$python" "${recipes[@]}" > /dev/null 2>&1 &
 echo "pid $!: ${recipes[*]}, one after another; logs $runs/<recipe>.log"
