@@ -68,7 +68,9 @@ def share_base_evaluation(sources: list[Path], run_dir: Path, evaluation: tuple[
     manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {"stages": {}}
     if manifest.get("base"):
         return
-    results: dict[str, Any] = {}
+    first: dict[str, Any] | None = None  # the first source's model and settings (results.json)
+    record: dict[str, Any] = {}  # and its run.json record of the base evaluation
+    chosen: dict[str, Any] = {}  # benchmark -> its results, from the first source that has it
     samples: list[str] = []
     for source in sources:
         base = json.loads((source / "run.json").read_text()).get("base") if (source / "run.json").is_file() else None
@@ -77,27 +79,25 @@ def share_base_evaluation(sources: list[Path], run_dir: Path, evaluation: tuple[
             return
         found = json.loads((source / "eval" / "base" / "results.json").read_text())
         settings = {k: v for k, v in found["settings"].items() if k not in ("backend_used", "seed", "workers")}
-        if results and (settings != results["settings"] or found["model"] != results["model"]):
+        if first is None:
+            first, record = {"model": found["model"], "settings": settings}, base
+        elif settings != first["settings"] or found["model"] != first["model"]:
             print(f"{run_dir}: base evaluation not shared ({source} evaluated {found['model']} with "
                   f"{settings}, not as {sources[0]})", flush=True)
             return
-        results.setdefault("model", found["model"])
-        results.setdefault("settings", settings)
-        new = {name: bench for name, bench in found["benchmarks"].items()
-               if name in benchmarks and name not in results.setdefault("benchmarks", {})}
-        results["benchmarks"].update(new)
+        new = {name: bench for name, bench in found["benchmarks"].items() if name in benchmarks and name not in chosen}
+        chosen.update(new)
         samples += [line for line in (source / "eval" / "base" / "samples.jsonl").read_text().splitlines()
                     if line.strip() and json.loads(line)["benchmark"] in new]
-    missing = sorted(set(benchmarks) - set(results.get("benchmarks", {})))
-    if missing:
+    missing = sorted(set(benchmarks) - set(chosen))
+    if first is None or missing:
         print(f"{run_dir}: base evaluation not shared (no source evaluated {', '.join(missing)})", flush=True)
         return
     target = run_dir / "eval" / "base"
     target.mkdir(parents=True, exist_ok=True)
-    (target / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    (target / "results.json").write_text(json.dumps({**first, "benchmarks": chosen}, indent=2) + "\n")
     (target / "samples.jsonl").write_text("\n".join(samples) + "\n")
-    first = json.loads((sources[0] / "run.json").read_text())["base"]
-    manifest["base"] = {**first, "eval_fingerprint": fingerprint, "shared_from": [str(source) for source in sources]}
+    manifest["base"] = {**record, "eval_fingerprint": fingerprint, "shared_from": [str(source) for source in sources]}
     manifest_path.write_text(json.dumps(manifest, indent=2) + "\n")
     print(f"{run_dir}: base evaluation shared from {', '.join(map(str, sources))} (same model, same greedy "
           "evaluation)", flush=True)
@@ -287,11 +287,10 @@ def main() -> None:
     if not args.report_only:
         first = args.seeds[0]
         for seed in args.seeds:
-            evaluation = recipe_eval(args.recipe, run_overrides(seed, args.out, args.max_tokens, args.overrides))
-            if seed == first and args.base_from:
-                share_base_evaluation(args.base_from, args.out / f"seed{seed}", evaluation)
-            if seed != first and not args.no_shared_base:
-                share_base_evaluation([args.out / f"seed{first}"], args.out / f"seed{seed}", evaluation)
+            sources = args.base_from if seed == first else None if args.no_shared_base else [args.out / f"seed{first}"]
+            if sources:
+                evaluation = recipe_eval(args.recipe, run_overrides(seed, args.out, args.max_tokens, args.overrides))
+                share_base_evaluation(sources, args.out / f"seed{seed}", evaluation)
             run_seed(args.recipe, seed, args.out, args.max_tokens, args.overrides)
     # A seed whose run has not started yet (--report-only while it runs) is left out.
     tables = {seed: seed_table(args.out / f"seed{seed}") for seed in args.seeds

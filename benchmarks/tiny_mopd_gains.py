@@ -107,7 +107,7 @@ def main() -> None:
             teacher = Path(teachers[domain]).name
             pairs[domain]["teacher"].append((scores[MOPD][domain][metric], scores[teacher][domain][metric]))
             line = (f"{domain:6s} {seed:4d} {value[LAST_RL]:14.3f} {best + f' {value[best]:.3f}':>20s} "
-                    f"{Path(teachers[domain]).name:>10s} {value[MOPD]:8.3f}")
+                    f"{teacher:>10s} {value[MOPD]:8.3f}")
             if domain == "swe":
                 line += "  exact patches " + " / ".join(f"{mean(scores[s][domain]['passed']):.3f}" for s in (LAST_RL, best, MOPD))
             print(line)

@@ -115,11 +115,12 @@ def changed_keys(record: dict[str, Any] | None, stage: Stage, fingerprints: tupl
     changes = []
     if record["config_fingerprint"] != fingerprints[0]:
         recorded, now = record.get("config") or {}, stage_values(stage)
-        keys = config_diff(recorded, now, RECIPE_RUNTIME_KEYS, class_defaults(stage.config)) if recorded else []
-        before, after = flatten(recorded), flatten(now)
-        changes += [f"{key}: {before.get(key)!r} -> {after.get(key)!r}" for key in keys]
         if not recorded:
             changes.append("config (keys not recorded)")
+        else:
+            before, after = flatten(recorded), flatten(now)
+            keys = config_diff(recorded, now, RECIPE_RUNTIME_KEYS, class_defaults(stage.config))
+            changes += [f"{key}: {before.get(key)!r} -> {after.get(key)!r}" for key in keys]
     old_inputs = record.get("input_fingerprints") or {}
     changes += [
         f"{key} (input changed)"
