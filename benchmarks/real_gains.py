@@ -199,6 +199,11 @@ def seed_table(run_dir: Path) -> dict[str, Any]:
     return table
 
 
+def whole_seconds(seconds: Any) -> str:
+    """A table cell: whole seconds, or "-" where none were recorded (a base evaluation shared from another run)."""
+    return f"{seconds:.0f}" if isinstance(seconds, (int, float)) else "-"
+
+
 def render(tables: dict[int, dict[str, Any]]) -> str:
     lines = []
     for seed, table in tables.items():
@@ -217,8 +222,8 @@ def render(tables: dict[int, dict[str, Any]]) -> str:
                 cells.append(cell)
             facts = table["facts"].get(stage, {})
             seconds = facts.get("seconds")
-            wall = f"{seconds:.0f}" if isinstance(seconds, (int, float)) else "-"
-            lines.append(f"| {stage} | " + " | ".join(cells) + f" | {wall} | {table['eval_seconds'].get(stage)} |")
+            lines.append(f"| {stage} | " + " | ".join(cells) + f" | {whole_seconds(seconds)} | "
+                         f"{whole_seconds(table['eval_seconds'].get(stage))} |")
         lines.append("")
         for stage, facts in table["facts"].items():
             shown = {k: v for k, v in facts.items() if k.startswith("heldout_") or k == "seconds"}

@@ -206,6 +206,21 @@ def test_a_self_copy_teacher_has_zero_advantage_and_the_student_does_not_move(tm
     assert read_manifest(tmp_path / "out")["kind"] == "distill"
 
 
+def test_each_teachers_gap_is_logged_over_its_own_domains_tokens(tmp_path, models, toy_verifier, monkeypatch):
+    """math's teacher is the student itself (no gap), if's another model: teacher_advantage_math is 0,
+    teacher_advantage_if is the whole gap, and the overall mean spreads it over both domains' tokens."""
+    monkeypatch.setitem(verifiers._REGISTRY, "if", "test_grpo_support:LetterVerifier")
+    rows = toy_rows(8) + [{**row, "id": f"if-{row['id']}", "domain": "if"} for row in toy_rows(8)]
+    write_jsonl(tmp_path / "rows.jsonl", rows)
+    config = distill_config(tmp_path, models[0], {"math": models[0], "if": models[1]}, tmp_path / "rows.jsonl",
+                            steps=1, prompts_per_step=8)  # fmt: skip
+    distill.run_distill(config)
+    (step,) = read_metrics(tmp_path / "out")
+    assert step["teacher_advantage_math"] == pytest.approx(0.0, abs=1e-6)  # padding beside the if rows
+    assert abs(step["teacher_advantage_if"]) > 1e-3
+    assert 0 < step["teacher_advantage"] / step["teacher_advantage_if"] < 1
+
+
 def test_the_student_moves_toward_a_teacher_that_answers_a_tiny_math_task(tmp_path, models, toy_verifier):
     """The teacher is the student's init fine-tuned to answer `\\boxed{5}`; distilling raises the student's
     likelihood of that answer and lowers its reverse KL to the teacher on its own samples."""

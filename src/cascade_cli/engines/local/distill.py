@@ -84,6 +84,13 @@ def mopd_step(
         logprobs, teacher, rollout_logprobs(micro, logprobs), mask, normaliser, advantages, reward_weight, gate
     )
     loss.backward()
+    # Each teacher's own gap (minus its reverse KL on its domain's samples), averaged over that domain's tokens:
+    # the overall mean hides a teacher the student is not getting closer to.
+    gap = (teacher - logprobs.detach()) * mask
+    for domain in dict.fromkeys(s.domain for s in micro):
+        rows = [i for i, s in enumerate(micro) if s.domain == domain]
+        stats[f"teacher_advantage_{domain}_sum"] = float(gap[rows].sum())
+        stats[f"teacher_advantage_{domain}_tokens"] = float(mask[rows].sum())
     return {"entropy_sum": float((entropy.detach() * mask).sum()), **stats}
 
 

@@ -200,8 +200,12 @@ def policy_update(run: Run, groups: list[Group], temperature: float) -> dict[str
     grad_norm = torch.nn.utils.clip_grad_norm_(run.policy.parameters(), config.max_grad_norm)
     if total_tokens:
         run.optimizer.step()
-    denominator = max(total_tokens, 1)
-    out = {key.removesuffix("_sum"): value / denominator for key, value in sums.items()}  # entropy[, kl, ...]
+    # A micro-step's X_sum is a mean over the step's tokens, or over X_tokens where it gives them (a subset).
+    counts = {key.removesuffix("_tokens"): sums.pop(key) for key in [k for k in sums if k.endswith("_tokens")]}
+    out = {}  # entropy[, kl, ...]
+    for key, value in sums.items():
+        name = key.removesuffix("_sum")
+        out[name] = value / max(counts.get(name, total_tokens), 1)
     return {**out, "grad_norm": float(grad_norm), "loss_tokens": total_tokens}
 
 
