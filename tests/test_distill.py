@@ -4,6 +4,7 @@ the tokenizer check, and `recipe plan` on engine openrlhf."""
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ from cascade_cli.engines.local.grpo import TrainSequence, sequence_logprobs
 from cascade_cli.engines.local.logprobs import response_hidden, token_logprobs
 from cascade_cli.engines.local.losses import mopd_loss
 from cascade_cli.engines.local.optim import linear_warmup
+from cascade_cli.engines.local.rl_data import DomainMixSampler
 from cascade_cli.engines.local.sft import run_sft
 from cascade_cli.jsonl import write_jsonl
 from cascade_cli.models.loader import load_model, load_tokenizer
@@ -114,6 +116,67 @@ def test_learning_rate_warms_up_linearly_then_holds():
     lrs = [linear_warmup(step, 2e-6, 2e-7, 30) for step in (0, 15, 30, 49)]
     assert lrs == pytest.approx([2e-7, 1.1e-6, 2e-6, 2e-6])
     assert linear_warmup(0, 1e-3, 0.0, 0) == 1e-3
+
+
+# ---- the prompt mix ---------------------------------------------------------------------------------------
+
+
+def test_domain_weights_split_every_step_by_the_weights_whatever_the_row_counts():
+    domains = ["math"] * 90 + ["if"] * 10
+    sampler = DomainMixSampler(domains, {"if": 1.0, "math": 1.0}, seed=0)
+    draws = [sampler.next() for _ in range(40)]
+    for start in range(0, 40, 8):  # every 8-prompt step: 4 of each
+        assert sorted(domains[i] for i in draws[start : start + 8]) == ["if"] * 4 + ["math"] * 4
+    if_rows = [i for i in draws if domains[i] == "if"]
+    assert sorted(if_rows[:10]) == list(range(90, 100))  # a domain walks all its rows before repeating one
+    assert sampler.epoch == 1  # if's 10 rows were walked twice, math's 90 not once
+    weighted = DomainMixSampler(domains, {"if": 1.0, "math": 3.0}, seed=0)
+    assert sum(domains[weighted.next()] == "if" for _ in range(100)) == 25
+
+
+def test_domain_mix_resumes_where_it_stopped():
+    domains = ["math"] * 7 + ["if"] * 3
+    sampler = DomainMixSampler(domains, {"if": 2.0, "math": 1.0}, seed=5)
+    for _ in range(11):
+        sampler.record(sampler.next(), 1, 4)
+    restored = DomainMixSampler(domains, {"if": 2.0, "math": 1.0}, seed=5)
+    restored.load_state(json.loads(json.dumps(sampler.state())))
+    assert [restored.next() for _ in range(20)] == [sampler.next() for _ in range(20)]
+
+
+@pytest.mark.parametrize(
+    ("weights", "message"),
+    [
+        ("math=1,code=1", "domain_weights.code: expected one of the teachers' domains (math), found 'code'"),
+        ("math=0", "domain_weights.math: expected a number above 0, found 0"),
+    ],
+)
+def test_bad_domain_weights_are_usage_errors(tmp_path, models, cli, toy_verifier, weights, message):
+    write_jsonl(tmp_path / "rows.jsonl", toy_rows(3))
+    result = cli(["distill", "--init", models[0], "--teachers", f"math={models[1]}", "--data", tmp_path / "rows.jsonl",
+                  "--out", tmp_path / "out", "--domain-weights", weights])  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert message in " ".join(result.output.split())
+
+
+def test_a_teacher_without_a_weight_is_a_usage_error(tmp_path, models, cli, toy_verifier):
+    write_jsonl(tmp_path / "rows.jsonl", toy_rows(3))
+    result = cli(["distill", "--init", models[0], "--teachers", f"math={models[1]},if={models[2]}",
+                  "--data", tmp_path / "rows.jsonl", "--out", tmp_path / "out", "--domain-weights", "math=1"])  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "domain_weights: expected a weight for every teacher's domain, missing if" in " ".join(result.output.split())
+
+
+def test_a_weighted_run_trains_on_each_domain_in_its_share(tmp_path, models, toy_verifier, monkeypatch):
+    """9 math rows to 3 if rows, weighted 1:1: each 4-prompt step has 2 of each (per-domain metrics every
+    step), where the unweighted draw leaves if out of some steps."""
+    monkeypatch.setitem(verifiers._REGISTRY, "if", "test_grpo_support:LetterVerifier")
+    rows = toy_rows(9) + [{**row, "id": f"if-{row['id']}", "domain": "if"} for row in toy_rows(3)]
+    write_jsonl(tmp_path / "rows.jsonl", rows)
+    teachers = {"math": models[1], "if": models[2]}
+    distill.run_distill(distill_config(tmp_path, models[0], teachers, tmp_path / "rows.jsonl", steps=3,
+                                       domain_weights={"if": 1.0, "math": 1.0}))  # fmt: skip
+    assert all("teacher_advantage_if" in m and "teacher_advantage_math" in m for m in read_metrics(tmp_path / "out"))
 
 
 # ---- routing and teachers ---------------------------------------------------------------------------------

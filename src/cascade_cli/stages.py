@@ -105,7 +105,7 @@ _KINDS = (
     StageKind("rlvr", "cascade_cli.config.grpo:RLVRConfig", "cascade_cli.engines.local.grpo:run_rlvr",
               ("rlvr",), ("domain", "init", "data", "out"), ("eval_data", *TRAINING_OPTIONS), f"{JOBS}:rlvr_jobs"),
     StageKind("distill", "cascade_cli.config.distill:DistillConfig", "cascade_cli.engines.local.distill:run_distill",
-              ("distill",), ("init", "teachers", "data", "out"), ("eval_data", *TRAINING_OPTIONS),
+              ("distill",), ("init", "teachers", "data", "out"), ("eval_data", "domain_weights", *TRAINING_OPTIONS),
               openrlhf_missing=MOPD_ON_OPENRLHF),
 )
 STAGE_KINDS: dict[str, StageKind] = {kind.kind: kind for kind in _KINDS}

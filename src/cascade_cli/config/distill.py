@@ -32,6 +32,10 @@ class DistillConfig(GRPOConfig):
     # RL rows (prompt + label + domain): .jsonl/.parquet files or prepare-data directories, one per domain or
     # mixed; each row's `domain` must have a teacher.
     data: list[str] = MISSING
+    # Each domain's share of every step's prompts, e.g. {if: 1, math: 1} for half and half: each domain
+    # walks its own rows. Unset: every row is equally likely, so a domain's share is its share of the rows
+    # (5,900 GSM8K problems beside 550 IF prompts give IF one prompt in eleven).
+    domain_weights: dict[str, float] = field(default_factory=dict)
     # Held-out rows of any of the domains: greedy accuracy per domain before and after the stage.
     eval_data: list[str] = field(default_factory=list)
     # Held-out rows scored per domain (unset: all of each domain's).
@@ -79,6 +83,19 @@ class DistillConfig(GRPOConfig):
             raise CascadeUsageError(
                 "kl_coef, entropy_coef: distill's loss has neither term (the teachers anchor the student); "
                 f"found {self.kl_coef}, {self.entropy_coef}"
+            )
+        for domain, weight in self.domain_weights.items():
+            if domain not in self.teachers:
+                raise CascadeUsageError(
+                    f"domain_weights.{domain}: expected one of the teachers' domains ({', '.join(self.teachers)}), "
+                    f"found {domain!r}"
+                )
+            if not weight > 0:
+                raise CascadeUsageError(f"domain_weights.{domain}: expected a number above 0, found {weight}")
+        missing = [domain for domain in self.teachers if self.domain_weights and domain not in self.domain_weights]
+        if missing:
+            raise CascadeUsageError(
+                f"domain_weights: expected a weight for every teacher's domain, missing {', '.join(missing)}"
             )
         if self.loss_aggregation != "token":
             raise CascadeUsageError(

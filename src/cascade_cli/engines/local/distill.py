@@ -30,7 +30,7 @@ import torch
 
 from cascade_cli.config.distill import DistillConfig
 from cascade_cli.config.grpo import DOMAIN_MODES
-from cascade_cli.engines.local import precision, rl_rewards
+from cascade_cli.engines.local import precision, rl_data, rl_rewards
 from cascade_cli.engines.local.grpo import Run, TrainSequence, load_checked_rows, run_grpo, sequence_logprobs
 from cascade_cli.engines.local.losses import mopd_loss
 from cascade_cli.engines.local.optim import linear_warmup
@@ -169,6 +169,8 @@ def run_distill(config: DistillConfig) -> dict[str, Any]:
             gate=(config.importance_low, config.importance_high),
         )
         run.rollout_logprobs = True
+        if config.domain_weights:
+            run.sampler = rl_data.DomainMixSampler([row["domain"] for row in run.rows], config.domain_weights, config.seed)
         run.lr_schedule = functools.partial(
             linear_warmup, lr=config.lr, start_lr=config.warmup_start_lr, warmup_steps=config.warmup_steps
         )

@@ -170,6 +170,49 @@ class PromptSampler:
         self.order = list(state["order"])
 
 
+class DomainMixSampler:
+    """Yields row indices with each domain's share of the draws set by `weights` (distill's domain_weights),
+    whatever each domain's row count: every domain walks its own rows as a PromptSampler does, and a smooth
+    weighted round-robin picks whose turn it is (each draw the domain furthest behind its share), so even a
+    single step splits its prompts by the weights. Its state is plain JSON, like PromptSampler's."""
+
+    def __init__(self, row_domains: list[str], weights: dict[str, float], seed: int) -> None:
+        self.weights = dict(weights)
+        self.members = {domain: [i for i, d in enumerate(row_domains) if d == domain] for domain in weights}
+        empty = [domain for domain, members in self.members.items() if not members]
+        if empty:
+            raise CascadeUsageError(f"domain_weights: no training rows of domain {', '.join(empty)}")
+        self.samplers = {domain: PromptSampler(len(members), seed) for domain, members in self.members.items()}
+        self.credit = dict.fromkeys(weights, 0.0)
+        # row index -> (its domain, its position among that domain's rows)
+        self.position = {index: (d, at) for d, members in self.members.items() for at, index in enumerate(members)}
+
+    def next(self) -> int:
+        total = sum(self.weights.values())
+        for domain, weight in self.weights.items():
+            self.credit[domain] += weight
+        domain = max(self.credit, key=lambda d: self.credit[d])
+        self.credit[domain] -= total
+        return self.members[domain][self.samplers[domain].next()]
+
+    @property
+    def epoch(self) -> int:
+        """Completed passes over the rows of the domain walked most often (its rows repeat soonest)."""
+        return max(sampler.epoch for sampler in self.samplers.values())
+
+    def record(self, index: int, passed: int, total: int) -> None:
+        domain, at = self.position[index]
+        self.samplers[domain].record(at, passed, total)
+
+    def state(self) -> dict[str, Any]:
+        return {"credit": dict(self.credit), "domains": {d: sampler.state() for d, sampler in self.samplers.items()}}
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.credit = dict(state["credit"])
+        for domain, sampler in self.samplers.items():
+            sampler.load_state(state["domains"][domain])
+
+
 @dataclass
 class KeepRate:
     """Groups sampled and groups with a learning signal (not all-equal rewards), recent rounds weighing most:
