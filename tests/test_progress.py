@@ -4,6 +4,7 @@ libraries' own bars ("Loading weights") stay out of it unless `--verbose`."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -103,4 +104,7 @@ def test_a_recipe_run_in_a_log_prints_a_line_per_evaluated_benchmark(tmp_path):
     lines = [line for line in log.splitlines() if line.startswith("eval base: benchmark ")]
     assert lines and lines[0].startswith("eval base: benchmark 0/2 (0%)"), log
     assert any("tiny_math: generating + scoring 2 problems" in line for line in lines), lines
-    assert lines[-1].startswith("eval base: benchmark 2/2 (100%)") and lines[-1].endswith("tiny_if: done"), lines
+    assert lines[-1].startswith("eval base: benchmark 2/2 (100%)"), lines
+    tiny_if = json.loads((tmp_path / "run" / "eval" / "base" / "results.json").read_text())["benchmarks"]["tiny_if"]
+    headline = f"tiny_if: {tiny_if['primary']} {tiny_if['score']:.1f}, {tiny_if['truncated']} of 2 cut at the token limit"
+    assert lines[-1].endswith(headline), (lines, headline)  # each benchmark's score as it finishes

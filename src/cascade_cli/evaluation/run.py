@@ -29,7 +29,8 @@ RESULTS_NAME = "results.json"
 SAMPLES_NAME = "samples.jsonl"
 SETTING_KEYS = [setting.name for setting in dataclasses.fields(EvalSettings)]
 
-Progress = Callable[[str, int, int], None]  # (benchmark, done, total) after each step
+# (benchmark, done, total[, its summary when done]) after each step
+Progress = Callable[..., None]
 
 
 def _load(benchmarks: list[Benchmark], limit: int | None) -> dict[str, list[dict[str, Any]]]:
@@ -142,7 +143,7 @@ def evaluate_checkpoint(
             results[bench.name] = summary
             samples.extend({"benchmark": bench.name, **verdict} for verdict in verdicts)
             if progress:
-                progress(bench.name, len(rows), len(rows))
+                progress(bench.name, len(rows), len(rows), summary)
         backend_used = getattr(generator, "backend", settings.backend)
     finally:
         generator.close()
@@ -213,9 +214,12 @@ def score_responses(
 def reporting_to(bar: ProgressBar) -> Progress:
     """The `progress` callback that shows each benchmark on `bar` (a line per benchmark in a log)."""
 
-    def report(name: str, done: int, total: int) -> None:
+    def report(name: str, done: int, total: int, summary: dict[str, Any] | None = None) -> None:
         if done < total:
             bar.update(note=f"{name}: generating + scoring {total} problems")
+        elif summary and isinstance(summary.get("score"), (int, float)):
+            cut = f", {summary['truncated']} of {summary['samples']} cut at the token limit" if "truncated" in summary else ""
+            bar.advance(note=f"{name}: {summary.get('primary', 'score')} {summary['score']:.1f}{cut}")
         else:
             bar.advance(note=f"{name}: done")
 
