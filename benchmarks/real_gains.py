@@ -141,14 +141,17 @@ def median_words(rows: list[dict[str, Any]]) -> dict[str, float]:
     return {name: statistics.median(values) for name, values in lengths.items()}
 
 
-def bootstrap(values: list[float], paired: list[float] | None = None, seed: int = 0) -> tuple[float, float, float]:
-    """(mean, low, high) in points of the mean of `values` (minus `paired`, problem by problem), 95% interval."""
+def bootstrap(
+    values: list[float], paired: list[float] | None = None, seed: int = 0, scale: float = 100
+) -> tuple[float, float, float]:
+    """(mean, low, high) of the mean of `values` (minus `paired`, problem by problem), 95% interval, times
+    `scale` (100: points of a 0-1 score)."""
     diffs = values if paired is None else [a - b for a, b in zip(values, paired, strict=True)]
     rng = random.Random(seed)
     n = len(diffs)
     means = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(BOOTSTRAP_DRAWS))
     low, high = means[int(0.025 * BOOTSTRAP_DRAWS)], means[int(0.975 * BOOTSTRAP_DRAWS) - 1]
-    return 100 * sum(diffs) / n, 100 * low, 100 * high
+    return scale * sum(diffs) / n, scale * low, scale * high
 
 
 def stage_order(run_dir: Path) -> tuple[list[str], list[str]]:
@@ -168,6 +171,11 @@ def stage_facts(run_dir: Path, stage: str) -> dict[str, Any]:
     timings = manifest.get("timings") or {}
     facts["seconds"] = next((timings[k] for k in ("wall_s", "seconds", "total_s") if k in timings), None)
     facts.update({key: value for key, value in metrics.items() if key.startswith("heldout_") and value is not None})
+    rows_path = run_dir / stage / "heldout_rows.jsonl"  # each held-out row before and after (RL stages)
+    if rows_path.is_file():
+        rows = [json.loads(line) for line in rows_path.read_text().splitlines() if line.strip()]
+        change, low, high = bootstrap([r["reward_after"] for r in rows], [r["reward_before"] for r in rows], scale=1)
+        facts["heldout_reward_change"] = f"{change:+.3f} [{low:+.3f}, {high:+.3f}]"
     return facts
 
 

@@ -251,6 +251,13 @@ def test_rlvr_cli_trains_logs_and_writes_a_checkpoint(tmp_path, tiny_dir, toy_ve
     assert manifest["config"]["domain"] == "math" and manifest["init"] == str(tiny_dir)
     assert set(manifest["data_fingerprints"]) == {"data", "eval_data"}
     assert {"heldout_accuracy_before", "heldout_accuracy_after"} <= set(manifest["metrics"])
+    # each held-out row's before/after beside the checkpoint: the manifest's means are their means
+    rows = [json.loads(line) for line in (out / "heldout_rows.jsonl").read_text().splitlines()]
+    assert len(rows) == manifest["metrics"]["heldout_n"]
+    for key in ("reward_before", "reward_after"):
+        mean = sum(row[key] for row in rows) / len(rows)
+        assert mean == pytest.approx(manifest["metrics"][f"heldout_reward_{key.split('_')[1]}"])
+    assert sum(row["passed_after"] for row in rows) / len(rows) == manifest["metrics"]["heldout_accuracy_after"]
     from transformers import AutoModelForCausalLM
 
     trained = AutoModelForCausalLM.from_pretrained(out)

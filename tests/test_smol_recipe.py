@@ -121,3 +121,18 @@ def test_real_gains_plots_every_benchmark_and_seed(tmp_path: Path):
 
     with Image.open(tmp_path / "gains.png") as image:
         assert image.width > 3 * image.height  # two benchmarks and the response lengths side by side
+
+
+def test_real_gains_gives_the_held_out_reward_change_an_interval(tmp_path: Path):
+    """An RL stage's heldout_rows.jsonl (each held-out row's greedy reward before and after) gives the mean
+    change with a paired 95% bootstrap interval, in the reward's own units."""
+    stage = tmp_path / "rlhf"
+    stage.mkdir()
+    (stage / "cascade_stage.json").write_text(json.dumps({"kind": "rlhf", "metrics": {"heldout_n": 4}}))
+    rows = [{"reward_before": b, "reward_after": a} for b, a in ((0.0, 0.5), (0.1, 0.4), (-0.2, 0.3), (0.3, 0.3))]
+    (stage / "heldout_rows.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    change = real_gains.stage_facts(tmp_path, "rlhf")["heldout_reward_change"]
+    mean, interval = change.split(" ", 1)
+    assert mean == "+0.325"  # (0.5 + 0.3 + 0.5 + 0.0) / 4
+    low, high = (float(x) for x in interval.strip("[]").split(", "))
+    assert 0.0 <= low < 0.325 < high <= 0.5

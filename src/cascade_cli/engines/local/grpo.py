@@ -18,6 +18,7 @@ The math lives in losses.py (pure functions) and logprobs.py (memory-safe log-pr
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -313,6 +314,19 @@ def state_extra(run: Run, eval_before: dict | None) -> dict[str, Any]:
     }
 
 
+HELDOUT_ROWS = "heldout_rows.jsonl"  # each held-out row's greedy reward before and after the stage
+
+
+def write_heldout_rows(path: Path, before: list[dict[str, Any]], after: list[dict[str, Any]]) -> None:
+    """One line per held-out row: its reward and verdict before and after (the same rows, in order)."""
+    rows = [
+        {"id": b["id"], "domain": b["domain"], "reward_before": b["reward"], "reward_after": a["reward"],
+         "passed_before": b["passed"], "passed_after": a["passed"]}
+        for b, a in zip(before, after, strict=True)
+    ]  # fmt: skip
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
 def train(stage: Stage, run: Run) -> dict[str, Any]:
     """Steps from `stage.begin` to the end of the schedule; the final checkpoint; the summary."""
     config, step, eval_before = run.config, stage.begin.step, stage.begin.extra.get("eval_before")
@@ -343,9 +357,11 @@ def train(stage: Stage, run: Run) -> dict[str, Any]:
     summary: dict[str, Any] = {"steps": step, **{f"final_{k}": v for k, v in last.items()}}
     if run.eval_rows and eval_before is not None:
         after = evaluate(run)
-        for key in (key for key in after if key != "n"):  # accuracy, reward[, accuracy_DOMAIN (distill)]
+        for key in (key for key in after if key not in ("n", "rows")):  # accuracy, reward[, accuracy_DOMAIN]
             summary[f"heldout_{key}_before"], summary[f"heldout_{key}_after"] = eval_before[key], after[key]
         summary["heldout_n"] = after["n"]
+        if "rows" in eval_before:
+            write_heldout_rows(Path(config.out) / HELDOUT_ROWS, eval_before["rows"], after["rows"])
     summary["wall_s"] = time.perf_counter() - started
     run.generator.close()
     return summary

@@ -44,7 +44,7 @@ def evaluate(
     reward: RewardHook,
     max_new_tokens: int,
 ) -> dict[str, Any]:
-    """{"accuracy", "reward", "n"}: the greedy answer to each row, scored by `reward` (`mode`: the stage's prompt
+    """{"accuracy", "reward", "n", "rows"}: the greedy answer to each row, scored by `reward` (`mode`: the stage's prompt
     mode, rl_data.prompt_mode); with `domain` None (rows of several domains, distill) each row's own domain,
     and each domain's accuracy as `accuracy_DOMAIN`."""
     modes = [prompt_mode(mode, row, index) for index, row in enumerate(rows)]
@@ -63,6 +63,10 @@ def evaluate(
         "reward": sum(s.reward for s in scores) / len(scores),
         "n": len(scores),
     }
+    result["rows"] = [  # per row, for an interval on the change (grpo.train writes them beside the checkpoint)
+        {"id": r["id"], "domain": r["domain"], "reward": s.reward, "passed": s.passed}
+        for r, s in zip(records, scores, strict=True)
+    ]
     if domain is None:
         for row_domain in dict.fromkeys(r["domain"] for r in records):
             passed = [s.passed for r, s in zip(records, scores, strict=True) if r["domain"] == row_domain]
