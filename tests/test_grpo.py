@@ -162,6 +162,46 @@ def test_shared_prompt_hidden_states_equal_full_sequence_forward_with_gradients(
             assert torch.allclose(shared_grad[name], param.grad, atol=1e-4), name
 
 
+def test_responses_with_no_advantage_skip_the_backward_and_leave_the_update_unchanged(tiny_dir, monkeypatch):
+    """A group whose answers all scored alike has zero advantages: policy_update does not forward it, and
+    the step moves the weights exactly as the full batch would (the normaliser still counts its tokens)."""
+    from types import SimpleNamespace
+
+    from transformers import AutoModelForCausalLM
+
+    def completion(ids):
+        return SimpleNamespace(token_ids=ids, token_logprobs=None)
+
+    groups = [  # one group with signal, one without
+        SimpleNamespace(prompt_ids=[5, 6, 7], row_index=0, completions=[completion([20, 21]), completion([22, 23, 24])],
+                        advantages=[1.0, -1.0], loss_mask=[True, True]),
+        SimpleNamespace(prompt_ids=[8, 9], row_index=1, completions=[completion([25]), completion([26, 27])],
+                        advantages=[0.0, 0.0], loss_mask=[True, True]),
+    ]  # fmt: skip
+
+    original = grpo.micro_step
+
+    def update(entropy_coef: float) -> tuple[dict[str, torch.Tensor], list[int]]:
+        model = AutoModelForCausalLM.from_pretrained(tiny_dir, dtype=torch.float32)
+        before = {n: p.detach().clone() for n, p in model.named_parameters()}
+        config = SimpleNamespace(loss_aggregation="token", entropy_coef=entropy_coef, kl_coef=0.0, max_grad_norm=1e9,
+                                 logprob_chunk_tokens=0)  # fmt: skip
+        run = SimpleNamespace(config=config, policy=model, optimizer=torch.optim.SGD(model.parameters(), lr=1.0),
+                              reference=None, loss_step=None, micro_batch=2, rows=[{"domain": "math"}] * 2,
+                              device="cpu", bf16=False, pad_id=0)  # fmt: skip
+        seen: list[int] = []
+        monkeypatch.setattr(grpo, "micro_step", lambda r, micro, *a: seen.extend(len(s.response_ids) for s in micro) or original(r, micro, *a))
+        grpo.policy_update(run, groups, 1.0)
+        return {n: p.detach() - before[n] for n, p in model.named_parameters()}, seen
+
+    skipped, trained_rows = update(entropy_coef=0.0)
+    full, all_rows = update(entropy_coef=1e-30)  # an entropy term (negligible) turns the skipping off
+    assert trained_rows == [2, 3] and all_rows == [2, 3, 1, 2]
+    for name, delta in full.items():
+        assert torch.allclose(skipped[name], delta, atol=1e-6), name
+    assert any(delta.abs().max() > 0 for delta in skipped.values())
+
+
 # ---- prompt sampling -------------------------------------------------------------------------------------
 
 

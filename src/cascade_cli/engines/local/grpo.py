@@ -194,10 +194,21 @@ def policy_update(run: Run, groups: list[Group], temperature: float) -> dict[str
     run.optimizer.zero_grad(set_to_none=True)
     sums = dict.fromkeys(["entropy_sum"] + (["kl_sum"] if run.reference is not None else []), 0.0)
     if total_tokens:
-        for start in range(0, len(batch), run.micro_batch):
-            stats = (run.loss_step or micro_step)(run, batch[start : start + run.micro_batch], normaliser, temperature)
+        # GRPO's loss is advantage x log-prob alone unless a KL or entropy term is on: a response with a zero
+        # advantage (its group all right or all wrong) or none kept has a zero gradient, so its forward and
+        # backward passes are skipped (a weak model's step is mostly such groups). The normaliser still counts
+        # it, so the update is the same.
+        pure_policy_gradient = run.loss_step is None and run.reference is None and not config.entropy_coef
+        trained = [s for s in batch if s.keep and s.advantage != 0.0] if pure_policy_gradient else batch
+        for start in range(0, len(trained), run.micro_batch):
+            stats = (run.loss_step or micro_step)(run, trained[start : start + run.micro_batch], normaliser, temperature)
             for key, value in stats.items():
                 sums[key] = sums.get(key, 0.0) + value
+        sums["entropy_tokens"] = sum(len(s.response_ids) for s in trained if s.keep)  # the entropy's own tokens
+        if not trained:  # no backward ran: zero gradients, so AdamW steps (momentum, decay) as it would have
+            for param in run.policy.parameters():
+                if param.requires_grad:
+                    param.grad = torch.zeros_like(param)
     grad_norm = torch.nn.utils.clip_grad_norm_(run.policy.parameters(), config.max_grad_norm)
     if total_tokens:
         run.optimizer.step()
@@ -206,7 +217,8 @@ def policy_update(run: Run, groups: list[Group], temperature: float) -> dict[str
     out = {}  # entropy[, kl, ...]
     for key, value in sums.items():
         name = key.removesuffix("_sum")
-        out[name] = value / max(counts.get(name, total_tokens), 1)
+        if counts.get(name, total_tokens):  # a mean over no tokens (nothing trained) is left out
+            out[name] = value / counts.get(name, total_tokens)
     return {**out, "grad_norm": float(grad_norm), "loss_tokens": total_tokens}
 
 
