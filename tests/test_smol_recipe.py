@@ -50,7 +50,6 @@ SHORT = [
       for key in ("steps=1", "prompts_per_step=2", "group_size=2", "max_response_len=8", "eval_limit=2",
                   "eval_max_new_tokens=8")),
     "stages.rlhf.rm_max_len=256",
-    "stages.math_rl.phases=[{steps: 1, max_response_len: 8}]",
     "eval.limit=2",
     "eval.max_tokens=8",
 ]  # fmt: skip

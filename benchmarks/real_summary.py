@@ -1,0 +1,183 @@
+"""One table and one plot for several real-model results: what each recipe's whole run did to each benchmark.
+
+Reads the runs `benchmarks/real_gains.py` wrote (OUT/seedS, one OUT per recipe) and, per seed and benchmark,
+compares the starting model with the run's last evaluated stage: both scores and the paired change with its
+95% bootstrap interval over problems (the same computation as real_gains.py's stage-to-stage changes, but
+start to end, so a recipe with an SFT in front is judged as a whole). Also the training time (every stage
+but data preparation) and, for an RLHF stage, the reward model's mean score on its held-out prompts.
+
+    python benchmarks/real_summary.py ~/cascade-runs/real/smol-if ~/cascade-runs/real/smol-math \\
+        --goal smol-if:ifeval=5 --goal smol-math:gsm8k=3 --plot docs/results/real-summary.png
+
+A goal (`RECIPE:BENCHMARK=POINTS`; a negative POINTS is the most a benchmark may lose) is drawn on the plot and
+judged in the table on the change's point estimate. The recipe name is the OUT folder's name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+_spec = importlib.util.spec_from_file_location("real_gains", Path(__file__).with_name("real_gains.py"))
+real_gains = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(real_gains)
+
+LABELS = {"ifeval": "IFEval", "ifbench": "IFBench", "gsm8k": "GSM8K", "math500": "MATH-500", "mbpp": "MBPP",
+          "humaneval": "HumanEval"}  # fmt: skip
+
+
+def seed_dirs(out: Path) -> list[tuple[int, Path]]:
+    """(seed, run dir) of every seed real_gains.py ran into OUT whose last stage has been evaluated."""
+    found = []
+    for path in sorted(out.glob("seed*")):
+        if path.is_dir() and path.name[4:].isdigit() and (path / "run.json").is_file():
+            every, evaluated = real_gains.stage_order(path)
+            trained = [stage for stage in every if not stage.startswith("data_")]
+            if trained and evaluated[-1:] == trained[-1:] and evaluated[0] == "base":
+                found.append((int(path.name[4:]), path))
+    return found
+
+
+def training_seconds(run_dir: Path) -> float | None:
+    stages = json.loads((run_dir / "run.json").read_text())["stages"]
+    seconds = [record.get("seconds") for record in stages.values() if record.get("kind") != "prepare_data"]
+    return sum(seconds) if seconds and all(isinstance(s, (int, float)) for s in seconds) else None
+
+
+def run_rows(recipe: str, seed: int, run_dir: Path) -> list[dict[str, Any]]:
+    """One row per benchmark: start and end scores with intervals and the paired start-to-end change."""
+    _, evaluated = real_gains.stage_order(run_dir)
+    start, end = evaluated[0], evaluated[-1]
+    scores = {stage: real_gains.per_problem(real_gains.read_samples(run_dir / "eval" / stage / "samples.jsonl"))
+              for stage in (start, end)}  # fmt: skip
+    rows = []
+    for benchmark in sorted(scores[end]):
+        before, after = scores[start].get(benchmark, {}), scores[end][benchmark]
+        shared = sorted(set(before) & set(after))
+        if not shared:
+            continue
+        row: dict[str, Any] = {"recipe": recipe, "seed": seed, "benchmark": benchmark, "end_stage": end,
+                               "n": len(shared), "training_s": training_seconds(run_dir)}  # fmt: skip
+        for side, problems in (("start", before), ("end", after)):
+            mean, low, high = real_gains.bootstrap([problems[i] for i in shared])
+            row[side] = [mean, low, high]
+        row["change"] = list(real_gains.bootstrap([after[i] for i in shared], [before[i] for i in shared]))
+        rows.append(row)
+    return rows
+
+
+def rlhf_rows(recipe: str, seed: int, run_dir: Path) -> list[dict[str, Any]]:
+    """The reward model's held-out score before and after each RLHF stage (its own units, not points)."""
+    rows = []
+    for stage in real_gains.stage_order(run_dir)[0]:
+        facts = real_gains.stage_facts(run_dir, stage)
+        if facts.get("kind") == "rlhf" and "heldout_reward_before" in facts:
+            rows.append({"recipe": recipe, "seed": seed, "stage": stage, "before": facts["heldout_reward_before"],
+                         "after": facts["heldout_reward_after"], "change": facts.get("heldout_reward_change")})
+    return rows
+
+
+def parse_goals(values: list[str]) -> dict[tuple[str, str], float]:
+    goals = {}
+    for value in values:
+        key, sep, points = value.partition("=")
+        recipe, colon, benchmark = key.partition(":")
+        try:
+            goals[(recipe, benchmark)] = float(points)
+        except ValueError:
+            sep = ""
+        if not (sep and colon and recipe and benchmark):
+            sys.exit(f"--goal {value!r}: expected RECIPE:BENCHMARK=POINTS, e.g. smol-if:ifeval=5")
+    return goals
+
+
+def verdict(change: float, goal: float | None) -> str:
+    if goal is None:
+        return ""
+    met = change >= goal
+    return f"{'met' if met else 'missed'} ({'>=' if goal >= 0 else 'loses at most'} {abs(goal):g})"
+
+
+def render(rows: list[dict[str, Any]], rlhf: list[dict[str, Any]], goals: dict[tuple[str, str], float]) -> str:
+    def cell(values: list[float]) -> str:
+        return f"{values[0]:.1f} [{values[1]:.1f}, {values[2]:.1f}]"
+
+    lines = ["| recipe | seed | benchmark (n) | start | end | change [95% CI] | goal | training |",
+             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for row in rows:
+        change = row["change"]
+        minutes = f"{row['training_s'] / 60:.0f} min" if row["training_s"] else "-"
+        goal = goals.get((row["recipe"], row["benchmark"]))
+        lines.append(f"| {row['recipe']} | {row['seed']} | {LABELS.get(row['benchmark'], row['benchmark'])} "
+                     f"({row['n']}) | {cell(row['start'])} | {cell(row['end'])} ({row['end_stage']}) | "
+                     f"{change[0]:+.1f} [{change[1]:+.1f}, {change[2]:+.1f}] | {verdict(change[0], goal)} | {minutes} |")
+    for row in rlhf:
+        interval = f" {row['change'].split(' ', 1)[1]}" if row["change"] else ""
+        lines.append(f"| {row['recipe']} | {row['seed']} | held-out RM score ({row['stage']}) | {row['before']:.3f} | "
+                     f"{row['after']:.3f} | {row['after'] - row['before']:+.3f}{interval} | "
+                     f"{'met' if row['after'] > row['before'] else 'missed'} (rises) | |")
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict[str, Any]], goals: dict[tuple[str, str], float], path: Path) -> None:
+    """A forest plot: each recipe x benchmark x seed's start-to-end change with its interval, goals as marks."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(7.5, 0.32 * len(rows) + 1.2))
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    recipes = list(dict.fromkeys(row["recipe"] for row in rows))
+    for y, row in enumerate(reversed(rows)):
+        mean, low, high = row["change"]
+        colour = colours[recipes.index(row["recipe"]) % len(colours)]
+        axis.errorbar([mean], [y], xerr=[[mean - low], [high - mean]], fmt="o", color=colour, capsize=3)
+        goal = goals.get((row["recipe"], row["benchmark"]))
+        if goal is not None:
+            axis.plot([goal], [y], marker="|", markersize=14, color="black")
+    labels = [f"{row['recipe']} · {LABELS.get(row['benchmark'], row['benchmark'])} · seed {row['seed']}"
+              for row in reversed(rows)]  # fmt: skip
+    axis.set_yticks(range(len(rows)), labels, fontsize=8)
+    axis.axvline(0, color="grey", linewidth=0.8)
+    axis.set_xlabel("change from the starting model, points (95% paired interval; | goal)")
+    axis.grid(axis="x", alpha=0.3)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("outs", type=Path, nargs="+", metavar="OUT", help="real_gains.py --out folders")
+    parser.add_argument("--goal", action="append", default=[], metavar="RECIPE:BENCHMARK=POINTS")
+    parser.add_argument("--plot", type=Path, help="write the forest plot here (PNG)")
+    parser.add_argument("--json", type=Path, help="write the rows here")
+    args = parser.parse_args()
+    goals = parse_goals(args.goal)
+    rows: list[dict[str, Any]] = []
+    rlhf: list[dict[str, Any]] = []
+    for out in args.outs:
+        seeds = seed_dirs(out)
+        if not seeds:
+            sys.exit(f"{out}: no finished seed (expected OUT/seedS with run.json and its last stage evaluated)")
+        for seed, run_dir in seeds:
+            rows += run_rows(out.name, seed, run_dir)
+            rlhf += rlhf_rows(out.name, seed, run_dir)
+    order = list(dict.fromkeys(row["recipe"] for row in rows))  # the OUT folders' order, then benchmark, seed
+    rows.sort(key=lambda row: (order.index(row["recipe"]), row["benchmark"], row["seed"]))
+    print(render(rows, rlhf, goals))
+    if args.plot:
+        plot(rows, goals, args.plot)
+        print(f"plot: {args.plot}")
+    if args.json:
+        args.json.write_text(json.dumps({"rows": rows, "rlhf": rlhf}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

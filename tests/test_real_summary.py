@@ -1,0 +1,66 @@
+"""benchmarks/real_summary.py: start-to-end changes of several real_gains.py runs, with goals, in one table and plot."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "real_summary.py"
+_spec = importlib.util.spec_from_file_location("real_summary", SCRIPT)
+real_summary = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(real_summary)
+
+
+def fake_run(out: Path, seed: int, stages: dict[str, list[bool]], kinds: dict[str, str]) -> Path:
+    """OUT/seedS as real_gains.py leaves it: run.json and, per evaluated stage, one IFEval verdict per problem."""
+    run_dir = out / f"seed{seed}"
+    order = ["data_if", *kinds]
+    records = {"data_if": {"kind": "prepare_data", "seconds": 1.0}}
+    records.update({name: {"kind": kind, "seconds": 600.0} for name, kind in kinds.items()})
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({"stage_order": order, "stages": records}))
+    for stage, verdicts in stages.items():
+        (run_dir / "eval" / stage).mkdir(parents=True)
+        rows = [{"benchmark": "ifeval", "id": str(i), "response": "a b", "details": {"prompt_strict": ok}}
+                for i, ok in enumerate(verdicts)]
+        (run_dir / "eval" / stage / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return run_dir
+
+
+def test_start_to_end_change_skips_the_middle_stage_and_judges_the_goal(tmp_path: Path):
+    out = tmp_path / "smol-math"
+    base = [False] * 20
+    sft = [True] * 10 + [False] * 10  # the middle stage is not what is compared
+    end = [True] * 4 + [False] * 16
+    fake_run(out, 0, {"base": base, "sft": sft, "math_rl": end}, {"sft": "sft", "math_rl": "rlvr"})
+    (row,) = real_summary.run_rows("smol-math", 0, out / "seed0")
+    assert row["end_stage"] == "math_rl" and row["n"] == 20
+    assert row["change"][0] == 20.0 and 0 < row["change"][1] <= 20.0 <= row["change"][2]
+    assert row["training_s"] == 1200.0  # sft + math_rl, data preparation not counted
+    table = real_summary.render([row], [], {("smol-math", "ifeval"): 30.0})
+    assert "+20.0 [" in table and "missed (>= 30)" in table and "20 min" in table
+    assert "met (>= 5)" in real_summary.render([row], [], {("smol-math", "ifeval"): 5.0})
+
+
+def test_an_unfinished_seed_is_left_out_and_the_cli_writes_the_plot(tmp_path: Path):
+    out = tmp_path / "smol-if"
+    fake_run(out, 0, {"base": [False, True, False, False], "if_rl": [True, True, True, False]}, {"if_rl": "rlvr"})
+    fake_run(out, 1, {"base": [False, True, False, False]}, {"if_rl": "rlvr"})  # if_rl not evaluated yet
+    assert [seed for seed, _ in real_summary.seed_dirs(out)] == [0]
+    plot = tmp_path / "summary.png"
+    result = subprocess.run([sys.executable, str(SCRIPT), str(out), "--goal", "smol-if:ifeval=5", "--plot", str(plot)],
+                            capture_output=True, text=True)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "| smol-if | 0 | IFEval (4) | 25.0" in result.stdout and "+50.0" in result.stdout
+    assert plot.stat().st_size > 5_000
+
+
+def test_usage_errors_name_the_argument(tmp_path: Path):
+    result = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--goal", "smol-if=5"], capture_output=True, text=True)
+    assert result.returncode != 0 and "--goal 'smol-if=5': expected RECIPE:BENCHMARK=POINTS" in result.stderr
+    result = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "none")], capture_output=True, text=True)
+    assert result.returncode != 0 and "none: no finished seed" in result.stderr
