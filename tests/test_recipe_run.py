@@ -186,3 +186,15 @@ def test_only_a_data_stage_of_an_evaluating_recipe_writes_no_report(tmp_path, cl
                   "--only", "data_if"])  # fmt: skip
     assert result.exit_code == 0, result.output
     assert (tmp_path / "data_if" / "data.jsonl").is_file() and not (tmp_path / "report.md").exists()
+
+
+def test_a_resumed_stage_reports_its_whole_time_not_its_last_segment(tmp_path):
+    """run.json's `seconds` for a stage: the trainer's elapsed_s (every segment of a resumed run) when longer
+    than this run's wall time; this run's wall time for a stage without one (data, the OpenRLHF engine)."""
+    from cascade_cli.recipe.runner import stage_seconds
+
+    assert stage_seconds(tmp_path / "none", 20.0) == 20.0
+    (tmp_path / "cascade_stage.json").write_text(json.dumps({"timings": {"elapsed_s": 100.0, "wall_s": 18.0}}))
+    assert stage_seconds(tmp_path, 20.0) == 100.0  # resumed: 80 s before the cut, 20 s now
+    (tmp_path / "cascade_stage.json").write_text(json.dumps({"timings": {"elapsed_s": 19.5}}))
+    assert stage_seconds(tmp_path, 20.0) == 20.0  # a fresh run: the recipe's wall time covers the trainer's

@@ -227,7 +227,12 @@ def test_resume_after_stop_equals_uninterrupted_run(tmp_path, tiny_dir, data_dir
     )
     assert stopped["train/steps"] == 4 and read_manifest(interrupted)["status"] == "stopped"
     assert not (interrupted / "model.safetensors").exists()
+    saved_elapsed = json.loads((interrupted / "trainer_state" / "progress.json").read_text())["extra"]["elapsed_s"]
+    assert 0 < saved_elapsed <= read_manifest(interrupted)["timings"]["elapsed_s"]
     run_sft(sft_config(tiny_dir, data_dir, interrupted, "max_steps=10", "grad_accum=2", "batch_size=4"))
+    # The stage's time counts both segments: the first one's up to its save, then the resumed one.
+    timings = read_manifest(interrupted)["timings"]
+    assert timings["elapsed_s"] >= saved_elapsed + timings["total_s"] - 1e-3
     curve = [(row["step"], row["loss"], row["lr"]) for row in read_metrics(straight)]
     assert [(row["step"], row["loss"], row["lr"]) for row in read_metrics(interrupted)] == curve
     from safetensors.torch import load_file

@@ -198,7 +198,7 @@ def run_recipe(
         records[stage.name].update(
             status="completed",
             finished=time.time(),
-            seconds=round(time.time() - started, 2),
+            seconds=round(stage_seconds(stage.out, time.time() - started), 2),
             metrics=metrics,
         )
         _write_run_manifest(run_dir, manifest)
@@ -214,6 +214,17 @@ def run_recipe(
         print_done(f"{report['markdown']}  plot: {report['plot']}", label="report:")
     console.print(timing_table(manifest, [stage.name for stage in selected]))
     return manifest
+
+
+def stage_seconds(out: str | Path, this_run_s: float) -> float:
+    """A stage's time: a local trainer's manifest counts every segment of a resumed stage (`elapsed_s`), so a
+    run cut off and resumed reports the whole stage, not its last segment; else this run's wall time."""
+    path = Path(out) / MANIFEST_NAME
+    try:
+        elapsed = json.loads(path.read_text()).get("timings", {}).get("elapsed_s")
+    except (OSError, ValueError):
+        elapsed = None
+    return max(this_run_s, elapsed) if isinstance(elapsed, (int, float)) else this_run_s
 
 
 def timing_table(manifest: dict[str, Any], names: list[str]) -> Table:

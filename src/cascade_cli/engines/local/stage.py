@@ -20,7 +20,9 @@ A trainer reads, top to bottom:
 6. loading  models/loader: the tokenizer with a pad token and the chat template, the model on the device;
 7. state    trainer_state/ (save_state), metrics.jsonl (metrics_log) and the manifest: running, then stopped
             or completed, written last so a kill before it leaves a resumable run; a completed stage drops
-            its trainer_state/ unless keep_trainer_state.
+            its trainer_state/ unless keep_trainer_state. The manifest's `timings.elapsed_s` is the stage's
+            time over every segment of a resumed run (each save carries it forward; what a cut run did after
+            its last save was redone, so it counts once).
 Held-out evaluation is heldout.py: one rule for which file a prepare-data folder gives, one greedy path.
 """
 
@@ -39,6 +41,8 @@ from cascade_cli.engines.local import checkpoint
 from cascade_cli.engines.local.compute import configure_threads
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.models import loader
+
+ELAPSED_KEY = "elapsed_s"  # in trainer_state's extra values and the manifest's timings
 
 
 @dataclass
@@ -123,10 +127,16 @@ class Stage:
     def load_state(self, model: Any, optimizer: Any, scheduler: Any = None) -> None:
         checkpoint.load_state(self.begin, model, optimizer, scheduler)
 
+    @property
+    def elapsed_s(self) -> float:
+        """Seconds since this segment opened, plus the earlier segments' up to the save it resumed from."""
+        earlier = float(self.begin.extra.get(ELAPSED_KEY, 0.0)) if self.begin.resumed else 0.0
+        return earlier + time.perf_counter() - self.started
+
     def save_state(self, step: int, model: Any, optimizer: Any, scheduler: Any = None, extra: dict | None = None) -> None:
         checkpoint.save_state(
             self.out, step=step, config=self.config_dict, model=model, optimizer=optimizer, scheduler=scheduler,
-            extra=extra, fingerprints=self.inputs,
+            extra={**(extra or {}), ELAPSED_KEY: self.elapsed_s}, fingerprints=self.inputs,
         )
 
     def save_last_state(
@@ -146,7 +156,8 @@ class Stage:
         """The stage manifest (cascade_stage.json) with this status."""
         write_manifest(
             self.out, stage=self.name, kind=self.config.kind, config=self.config_dict, init=self.config.init,
-            data_fingerprints=self.inputs, metrics=metrics or {}, status=status, timings=timings,
+            data_fingerprints=self.inputs, metrics=metrics or {}, status=status,
+            timings={**timings, ELAPSED_KEY: round(self.elapsed_s, 3)},
         )
 
     def save_final(self, model: Any, tokenizer: Any) -> None:
