@@ -43,9 +43,20 @@ def seed_dirs(out: Path) -> list[tuple[int, Path]]:
 
 
 def training_seconds(run_dir: Path) -> float | None:
+    """Every training stage's seconds. A stage that a run older than `timings.elapsed_s` cut off and resumed
+    recorded only its last segment: its steps' own seconds (metrics.jsonl `time_step`) are the floor."""
     stages = json.loads((run_dir / "run.json").read_text())["stages"]
-    seconds = [record.get("seconds") for record in stages.values() if record.get("kind") != "prepare_data"]
-    return sum(seconds) if seconds and all(isinstance(s, (int, float)) for s in seconds) else None
+    total = 0.0
+    for name, record in stages.items():
+        if record.get("kind") == "prepare_data":
+            continue
+        if not isinstance(record.get("seconds"), (int, float)):
+            return None
+        metrics = run_dir / name / "metrics.jsonl"
+        steps = [json.loads(line).get("time_step", 0.0) for line in metrics.read_text().splitlines()
+                 if line.strip()] if metrics.is_file() else []  # fmt: skip
+        total += max(record["seconds"], sum(steps))
+    return total or None
 
 
 def run_rows(recipe: str, seed: int, run_dir: Path) -> list[dict[str, Any]]:

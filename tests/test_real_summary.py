@@ -41,6 +41,11 @@ def test_start_to_end_change_skips_the_middle_stage_and_judges_the_goal(tmp_path
     assert row["end_stage"] == "math_rl" and row["n"] == 20
     assert row["change"][0] == 20.0 and 0 < row["change"][1] <= 20.0 <= row["change"][2]
     assert row["training_s"] == 1200.0  # sft + math_rl, data preparation not counted
+    # a stage resumed by an older cascade recorded its last segment only: its steps' seconds are the floor
+    (out / "seed0" / "math_rl").mkdir()
+    (out / "seed0" / "math_rl" / "metrics.jsonl").write_text("".join(
+        json.dumps({"step": i, "time_step": 300.0}) + "\n" for i in range(1, 4)))
+    assert real_summary.training_seconds(out / "seed0") == 600.0 + 900.0
     table = real_summary.render([row], [], {("smol-math", "ifeval"): 30.0})
     assert "+20.0 [" in table and "missed (>= 30)" in table and "20 min" in table
     assert "met (>= 5)" in real_summary.render([row], [], {("smol-math", "ifeval"): 5.0})
