@@ -169,7 +169,8 @@ def stage_facts(run_dir: Path, stage: str) -> dict[str, Any]:
     metrics, facts = manifest.get("metrics") or {}, {}
     facts["kind"] = manifest.get("kind")
     timings = manifest.get("timings") or {}
-    facts["seconds"] = next((timings[k] for k in ("wall_s", "seconds", "total_s") if k in timings), None)
+    # elapsed_s first: it counts every segment of a stage that was cut off and resumed
+    facts["seconds"] = next((timings[k] for k in ("elapsed_s", "wall_s", "seconds", "total_s") if k in timings), None)
     facts.update({key: value for key, value in metrics.items() if key.startswith("heldout_") and value is not None})
     rows_path = run_dir / stage / "heldout_rows.jsonl"  # each held-out row before and after (RL stages)
     if rows_path.is_file():
