@@ -28,6 +28,7 @@ _spec.loader.exec_module(real_gains)
 
 LABELS = {"ifeval": "IFEval", "ifbench": "IFBench", "gsm8k": "GSM8K", "math500": "MATH-500", "mbpp": "MBPP",
           "humaneval": "HumanEval"}  # fmt: skip
+NOT_A_POLICY = ("prepare_data", "reward_model")
 
 
 def seed_dirs(out: Path) -> list[tuple[int, Path]]:
@@ -36,8 +37,10 @@ def seed_dirs(out: Path) -> list[tuple[int, Path]]:
     for path in sorted(out.glob("seed*")):
         if path.is_dir() and path.name[4:].isdigit() and (path / "run.json").is_file():
             every, evaluated = real_gains.stage_order(path)
-            trained = [stage for stage in every if not stage.startswith("data_")]
-            if trained and evaluated[-1:] == trained[-1:] and evaluated[0] == "base":
+            records = json.loads((path / "run.json").read_text())["stages"]
+            # the stages that give a policy to evaluate (not data preparation, not a reward model)
+            policies = [stage for stage in every if records.get(stage, {}).get("kind") not in NOT_A_POLICY]
+            if policies and evaluated[-1:] == policies[-1:] and evaluated[0] == "base":
                 found.append((int(path.name[4:]), path))
     return found
 
