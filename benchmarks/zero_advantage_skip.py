@@ -49,6 +49,8 @@ def make_groups(prompts: int, group_size: int, prompt_len: int, response_len: in
 
 def every_response_update(run, groups, temperature: float) -> None:
     """The loop before the skip: every response of the step through micro_step, the same normaliser."""
+    import torch
+
     from cascade_cli.engines.local import grpo
 
     batch = [grpo.TrainSequence(g.prompt_ids, c.token_ids, a, m, None, c.token_logprobs)
@@ -57,8 +59,6 @@ def every_response_update(run, groups, temperature: float) -> None:
     run.optimizer.zero_grad(set_to_none=True)
     for start in range(0, len(batch), run.micro_batch):
         grpo.micro_step(run, batch[start : start + run.micro_batch], normaliser, temperature)
-    import torch
-
     torch.nn.utils.clip_grad_norm_(run.policy.parameters(), run.config.max_grad_norm)
     run.optimizer.step()
 
