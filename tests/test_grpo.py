@@ -537,3 +537,22 @@ def test_rewards_rise_on_the_toy_task(tmp_path, tiny_dir, toy_verifier):
     run_rlvr(config)
     rewards = [m["reward_mean"] for m in read_metrics(config.out)]
     assert sum(rewards[-2:]) / 2 > sum(rewards[:2]) / 2 + 0.15, rewards
+
+
+def test_zero_advantage_skip_benchmark_compares_the_same_gradient(tmp_path):
+    """benchmarks/zero_advantage_skip.py (the skip's performance claim) runs, and both of its sides compute the
+    same gradient: the ratio it prints compares equal work."""
+    import re
+    import subprocess
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "zero_advantage_skip.py"
+    result = subprocess.run(
+        [sys.executable, str(script), "--model", "tiny", "--prompts", "4", "--group-size", "4", "--response-len", "24",
+         "--prompt-len", "12", "--repeats", "1", "--threads", "1"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    found = re.search(r"largest gradient difference (\S+) \(largest gradient (\S+)\)", result.stdout)
+    assert found, result.stdout
+    difference, largest = float(found.group(1)), float(found.group(2))
+    assert largest > 0 and difference <= 1e-5 * largest
