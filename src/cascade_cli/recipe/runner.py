@@ -17,7 +17,7 @@ from typing import Any
 
 from rich.table import Table
 
-from cascade_cli.checkpoint import MANIFEST_NAME, config_fingerprint, fingerprint_path
+from cascade_cli.checkpoint import MANIFEST_NAME, config_fingerprint, fingerprint_path, read_manifest
 from cascade_cli.config.diff import RUNTIME_KEYS, class_defaults, config_diff, flatten
 from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console, print_done, print_skip
@@ -219,11 +219,11 @@ def run_recipe(
 def stage_seconds(out: str | Path, this_run_s: float) -> float:
     """A stage's time: a local trainer's manifest counts every segment of a resumed stage (`elapsed_s`), so a
     run cut off and resumed reports the whole stage, not its last segment; else this run's wall time."""
-    path = Path(out) / MANIFEST_NAME
     try:
-        elapsed = json.loads(path.read_text()).get("timings", {}).get("elapsed_s")
-    except (OSError, ValueError):
-        elapsed = None
+        manifest = read_manifest(out) or {}
+    except CascadeUsageError:  # unreadable: the recipe's own clock is still a true time for this run
+        manifest = {}
+    elapsed = manifest.get("timings", {}).get("elapsed_s")
     return max(this_run_s, elapsed) if isinstance(elapsed, (int, float)) else this_run_s
 
 
