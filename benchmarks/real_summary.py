@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +104,7 @@ def parse_goals(values: list[str]) -> dict[tuple[str, str], float]:
         except ValueError:
             sep = ""
         if not (sep and colon and recipe and benchmark):
-            sys.exit(f"--goal {value!r}: expected RECIPE:BENCHMARK=POINTS, e.g. smol-if:ifeval=5")
+            raise ValueError(f"--goal {value!r}: expected RECIPE:BENCHMARK=POINTS, e.g. smol-if:ifeval=5")
     return goals
 
 
@@ -173,13 +172,16 @@ def main() -> None:
     parser.add_argument("--plot", type=Path, help="write the forest plot here (PNG)")
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args()
-    goals = parse_goals(args.goal)
+    try:
+        goals = parse_goals(args.goal)
+    except ValueError as error:
+        parser.error(str(error))  # one line, exit 2
     rows: list[dict[str, Any]] = []
     rlhf: list[dict[str, Any]] = []
     for out in args.outs:
         seeds = seed_dirs(out)
         if not seeds:
-            sys.exit(f"{out}: no finished seed (expected OUT/seedS with run.json and its last stage evaluated)")
+            parser.error(f"{out}: no finished seed (expected OUT/seedS with run.json and its last stage evaluated)")
         for seed, run_dir in seeds:
             rows += run_rows(out.name, seed, run_dir)
             rlhf += rlhf_rows(out.name, seed, run_dir)

@@ -66,6 +66,6 @@ def test_an_unfinished_seed_is_left_out_and_the_cli_writes_the_plot(tmp_path: Pa
 
 def test_usage_errors_name_the_argument(tmp_path: Path):
     result = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--goal", "smol-if=5"], capture_output=True, text=True)
-    assert result.returncode != 0 and "--goal 'smol-if=5': expected RECIPE:BENCHMARK=POINTS" in result.stderr
+    assert result.returncode == 2 and "--goal 'smol-if=5': expected RECIPE:BENCHMARK=POINTS" in result.stderr
     result = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "none")], capture_output=True, text=True)
-    assert result.returncode != 0 and "none: no finished seed" in result.stderr
+    assert result.returncode == 2 and "none: no finished seed" in result.stderr
