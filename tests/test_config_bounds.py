@@ -15,7 +15,6 @@ import yaml
 
 from cascade_cli.config.checks import OneOf, Range, bounds_of, nested_config, scalar_type
 from cascade_cli.config.eval import EvalConfig, EvalSettings
-from cascade_cli.data.pass_rate import PassRateFilterConfig
 from cascade_cli.stages import STAGE_KINDS
 
 # What each stage command needs besides the key under test (a --data that does not exist: if a bad value
@@ -27,9 +26,9 @@ REQUIRED = {
     "rlhf": {"init": "tiny", "reward_model": "tiny", "data": "missing.jsonl"},
     "rlvr": {"domain": "math", "init": "tiny", "data": "missing.jsonl"},
     "distill": {"init": "tiny", "teachers": "math=tiny", "data": "missing.jsonl"},
+    "pass_rate_filter": {"init": "tiny", "data": "missing.jsonl"},
 }
 IN_A_RECIPE = {"distill": {"teachers": {"math": "tiny"}, "data": ["missing.jsonl"]}}  # the same keys in YAML
-FILTER_COMMAND = ["prepare-data", "filter", "--model", "tiny", "--data", "missing.jsonl"]
 LIST_ITEM_REQUIRED = {"phases": {"steps": 1}}  # an item of a list of configs needs these keys
 
 
@@ -60,7 +59,7 @@ def cases(cls: type) -> list[tuple[str, Any]]:
 
 
 CONFIGS = {name: kind.config_class() for name, kind in STAGE_KINDS.items()}
-CONFIGS.update({"prepare_data_filter": PassRateFilterConfig, "eval": EvalConfig})
+CONFIGS.update({"eval": EvalConfig})
 STAGE_CASES = [(name, key, value) for name in STAGE_KINDS for key, value in cases(CONFIGS[name])]
 
 
@@ -109,13 +108,6 @@ def test_recipe_validate_refuses_the_same_value(cli, tmp_path, name, key, value)
     result = cli(["recipe", "validate", recipe])
     assert result.exit_code == 2, result.output
     assert_refused(result.output, f"stages.s.{key}", value)
-
-
-@pytest.mark.parametrize(("key", "value"), cases(PassRateFilterConfig))
-def test_prepare_data_filter_refuses_a_value_out_of_bounds(cli, tmp_path, key, value):
-    result = cli([*FILTER_COMMAND, "--out", tmp_path / "out", as_override(key, value)])
-    assert result.exit_code == 2, result.output
-    assert_refused(result.output, key, value)
 
 
 @pytest.mark.parametrize(("key", "value"), cases(EvalConfig))

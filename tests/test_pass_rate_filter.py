@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from cascade_cli.chat import render_prompt
+from cascade_cli.checkpoint import fingerprint_path
 from cascade_cli.data import tiny_tasks
 from cascade_cli.data.io import load_canonical
 from cascade_cli.data.pass_rate import (
@@ -185,3 +186,62 @@ def test_prepare_data_without_subcommand_still_validates_and_helps(tmp_path, cli
         build_prepare_config({"source": "tiny:if", "out": str(tmp_path / "if"), "n": 3})
     )
     assert metrics["rows"] == 3
+
+
+FILTER_RECIPE = """
+name: filtered
+model: tiny
+run_dir: {run_dir}
+seed: 2
+stages:
+  data_math:
+    kind: prepare_data
+    source: tiny:math
+    n: 6
+    holdout: 2
+  hard:
+    kind: pass_rate_filter
+    data: ${{stages.data_math.out}}
+    k: 2
+    max_new_tokens: 8
+    backend: hf
+  math_rl:
+    kind: rlvr
+    domain: math
+    data: ${{stages.hard.out}}
+    steps: 1
+    prompts_per_step: 2
+    group_size: 2
+    max_response_len: 8
+"""
+
+
+def test_a_recipe_filters_by_pass_rate_between_its_data_and_rl_stages(tmp_path, cli):
+    recipe = tmp_path / "filtered.yaml"
+    recipe.write_text(FILTER_RECIPE.format(run_dir=tmp_path / "run"))
+    result = cli(["recipe", "run", recipe])
+    assert result.exit_code == 0, result.output
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert [run["stages"][name]["status"] for name in ("data_math", "hard", "math_rl")] == ["completed"] * 3
+    # The filter samples with the recipe's policy so far (here the starting model) and is not one itself:
+    # the RL stage starts from that same model and reads the filter's rows, each with its pass rate.
+    assert run["stages"]["hard"]["config"]["init"] == "tiny"
+    assert run["stages"]["math_rl"]["config"]["init"] == "tiny"
+    assert run["stages"]["math_rl"]["config"]["data"] == str(tmp_path / "run" / "hard")
+    rows = load_canonical(tmp_path / "run" / "hard")
+    assert len(rows) == 6 and all(row["pass_rate_k"] == 2 for row in rows)
+    assert (tmp_path / "run" / "hard" / "heldout.jsonl").is_file()
+    # `recipe plan` prints the stage as the command that runs it.
+    plan = cli(["recipe", "plan", recipe])
+    assert f"cascade prepare-data filter --init tiny --data {tmp_path / 'run' / 'data_math'}" in plan.output
+    # A rerun skips every stage; a new band re-filters, and the RL stage after it runs again on the new rows.
+    result = cli(["recipe", "run", recipe])
+    assert result.exit_code == 0 and result.output.count("skip") >= 3, result.output
+    result = cli(["recipe", "run", recipe, "stages.hard.k=3"])
+    assert result.exit_code == 0, result.output
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["stages"]["hard"]["config"]["k"] == 3
+    assert all(row["pass_rate_k"] == 3 for row in load_canonical(tmp_path / "run" / "hard"))
+    assert run["stages"]["math_rl"]["input_fingerprints"]["data"] == fingerprint_path(
+        tmp_path / "run" / "hard" / "cascade_stage.json"
+    )

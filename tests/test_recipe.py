@@ -32,6 +32,11 @@ stages:
     data: ${{stages.data.out}}
     lr: 1e-3
     max_steps: 4
+  hard:
+    kind: pass_rate_filter
+    data: ${{stages.data.out}}
+    k: 4
+    min_pass: 0.25
   sft2:
     kind: sft
     data: ${{stages.data.out}}/data.jsonl
@@ -47,10 +52,11 @@ def write(tmp_path: Path, text: str, name: str = "r.yaml") -> Path:
 
 def test_defaults_chaining_and_interpolation(tmp_path):
     recipe = load_recipe(str(write(tmp_path, RECIPE.format(run_dir=tmp_path / "run"))))
-    data, sft1, sft2 = recipe.stages
+    data, sft1, hard, sft2 = recipe.stages
     assert data.out == f"{tmp_path}/run/data"
     assert sft1.config.init == "tiny"  # first model stage starts from `model`
-    assert sft2.config.init == sft1.out  # later ones from the previous model stage
+    assert hard.config.init == sft1.out  # a pass-rate filter samples with the policy before it
+    assert sft2.config.init == sft1.out  # later ones from the previous model stage (a filter is data)
     assert sft1.config.data == data.out
     assert sft2.config.data == f"{data.out}/data.jsonl"
     assert sft1.config.seed == 3 and sft1.config.name == "sft1"

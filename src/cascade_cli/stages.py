@@ -104,6 +104,11 @@ _KINDS = (
               f"{JOBS}:rlhf_jobs"),
     StageKind("rlvr", "cascade_cli.config.grpo:RLVRConfig", "cascade_cli.engines.local.grpo:run_rlvr",
               ("rlvr",), ("domain", "init", "data", "out"), ("eval_data", *TRAINING_OPTIONS), f"{JOBS}:rlvr_jobs"),
+    # Data, not a policy: samples with the previous policy (its `init`) and keeps the prompts inside a pass-rate
+    # band, so the RL stage after it reads `${stages.NAME.out}` and starts from that same policy.
+    StageKind("pass_rate_filter", "cascade_cli.data.pass_rate:PassRateFilterConfig",
+              "cascade_cli.engines.local.sampling:run_pass_rate_filter_stage", ("prepare-data", "filter"),
+              ("init", "data", "out"), produces_model=False, registry_check="cascade_cli.data.pass_rate:check_required"),
     StageKind("distill", "cascade_cli.config.distill:DistillConfig", "cascade_cli.engines.local.distill:run_distill",
               ("distill",), ("init", "teachers", "data", "out"), ("eval_data", "domain_weights", *TRAINING_OPTIONS),
               openrlhf_missing=MOPD_ON_OPENRLHF),

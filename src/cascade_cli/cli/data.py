@@ -118,14 +118,14 @@ def prepare_data_filter_command(
     Example: [bold]cascade prepare-data filter --model runs/tiny/sft --data runs/tiny/data_math --k 16 --max-pass 0.75
     --out runs/tiny/data_math_hard[/]
     """
-    from cascade_cli.data.pass_rate import build_filter_config, run_pass_rate_filter
-    from cascade_cli.engines.local.sampling import generator_sampler
+    from cascade_cli.data.pass_rate import build_filter_config
+    from cascade_cli.stages import run_config
 
     values = {
         "init": model, "data": data, "out": out, "k": k, "max_pass": max_pass, "min_pass": min_pass,
         "reuse": reuse or None,
     }
-    run_pass_rate_filter(build_filter_config(values, overrides or []), make_sampler=generator_sampler)
+    run_config(build_filter_config(values, overrides or []))
 
 
 def register(app: typer.Typer) -> None:

@@ -158,7 +158,8 @@ def _overrides_command(kind: StageKind) -> Callable[..., None]:
 
 
 def register(app: typer.Typer) -> None:
-    kinds = [kind for kind in STAGE_KINDS.values() if kind.kind != "prepare_data"]  # prepare-data: cli/data.py
+    # `prepare-data` and its `filter` subcommand: cli/data.py
+    kinds = [kind for kind in STAGE_KINDS.values() if kind.command[0] != "prepare-data"]
     parents = {kind.command[0] for kind in kinds if len(kind.command) == 2}
     groups: dict[str, typer.Typer] = {}
     for kind in (kind for kind in kinds if len(kind.command) == 1):

@@ -1,4 +1,5 @@
-"""`cascade prepare-data filter`: keep the prompts a model solves neither too often nor (optionally) never.
+"""`cascade prepare-data filter` (a recipe's `pass_rate_filter` stage): keep the prompts a model solves neither
+too often nor (optionally) never.
 
 For every RL row (math, if, code, swe) the model samples `k` answers; the domain's verifier scores them; the
 row's pass rate is passed / k. Rows with `min_pass <= pass_rate < max_pass` are kept; the rest go to
@@ -93,17 +94,21 @@ def build_filter_config(values: dict[str, Any], overrides: list[str] | None = No
     return build_stage_config(PassRateFilterConfig, values, list(overrides or []), where="prepare-data filter")
 
 
+def check_required(config: PassRateFilterConfig) -> None:
+    """The keys a run needs that the config class leaves optional (a recipe fills both: stages.py)."""
+    if not config.out:
+        raise CascadeUsageError("out: missing required value (--out DIR)")
+    if not config.init:
+        raise CascadeUsageError("init: missing required value (--model CKPT)")
+
+
 def check_config(config: PassRateFilterConfig) -> None:
     """The bounds and checks of the config class (config/checks.py), and the keys a run needs."""
-    where = "prepare-data filter"
-    if not config.out:
-        raise CascadeUsageError(f"{where}: out: missing required value (--out DIR)")
-    if not config.init:
-        raise CascadeUsageError(f"{where}: init: missing required value (--model CKPT)")
     try:
         validate(config)
+        check_required(config)
     except CascadeUsageError as error:
-        raise CascadeUsageError(f"{where}: {error}") from None
+        raise CascadeUsageError(f"prepare-data filter: {error}") from None
 
 
 def band_verdict(rate: float, min_pass: float, max_pass: float) -> str | None:

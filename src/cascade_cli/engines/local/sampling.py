@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cascade_cli.data.pass_rate import Sampler
+from cascade_cli.data.pass_rate import PassRateFilterConfig, Sampler, run_pass_rate_filter
 
 
 def generator_sampler(config: Any) -> tuple[Sampler, Callable[[], None]]:
@@ -33,3 +33,8 @@ def generator_sampler(config: Any) -> tuple[Sampler, Callable[[], None]]:
         return [[(c.text, c.finish_reason) for c in group] for group in groups]
 
     return sample, generator.close
+
+
+def run_pass_rate_filter_stage(config: PassRateFilterConfig) -> dict[str, Any]:
+    """The `pass_rate_filter` stage on the local engine: sample with the config's checkpoint, keep the band."""
+    return run_pass_rate_filter(config, make_sampler=generator_sampler)
