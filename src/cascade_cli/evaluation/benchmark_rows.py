@@ -134,7 +134,9 @@ def normalize_code_stdio(raw: dict[str, Any], index: int, source: str) -> dict[s
 
 
 def normalize_humaneval(raw: dict[str, Any], index: int, source: str) -> dict[str, Any]:
-    label = {"kind": "assert", "test": raw["test"], "entry_point": raw["entry_point"]}
+    # The prompt as the test's trusted prelude: its helpers (poly, encode_cyclic) come from the task, not
+    # from a program that could redefine them.
+    label = {"kind": "assert", "test": raw["test"], "entry_point": raw["entry_point"], "prelude": raw["prompt"]}
     reference = (
         _code_block(raw["prompt"] + raw["canonical_solution"]) if raw.get("canonical_solution") else None
     )

@@ -2,8 +2,9 @@
 
     verifier = get_verifier("code", workers=8)            # sandboxed; raises CascadeRunError without bwrap
     scores = score_with(verifier, records)                # batch.py: warm sandboxes, one record per worker at once
-    scores[0].details["verdict"]                           # pass | wrong_answer | runtime_error | timeout
-                                                           #   | memory | output_limit | no_code
+    scores[0].details["verdict"]                           # pass | wrong_answer | not_plain | timeout
+                                                           #   | runtime_error | memory | output_limit | no_code
+not_plain: an assert or call test got something other than a plain value (judge.py); the reason names the type.
 Per test the harness enforces `time_limit_s` as CPU seconds (RLIMIT_CPU, rounded up) and
 `1.5 * time_limit_s + 0.5` seconds of wall clock (for sleeping or blocked programs).
 """
@@ -29,7 +30,9 @@ from cascade_cli.verifiers.code.sandbox import (
 )
 from cascade_cli.verifiers.code.tests_formats import TestSuite, parse_suite
 
-VERDICTS = ("pass", "wrong_answer", "runtime_error", "timeout", "memory", "output_limit", "no_code")
+VERDICTS = (
+    "pass", "wrong_answer", "not_plain", "runtime_error", "timeout", "memory", "output_limit", "no_code"
+)  # fmt: skip
 # How long the host waits beyond a test's own wall limit before it declares the sandbox hung and kills it.
 HOST_GRACE_S = 20.0
 
@@ -134,6 +137,7 @@ class CodeVerifier(Verifier):
             "tests": suite.tests,
             "fn_name": suite.fn_name,
             "entry_point": suite.entry_point,
+            "prelude": suite.prelude,
             "limits": limits,
         }
         results: list[dict[str, Any]] = []

@@ -97,8 +97,12 @@ def loopback_up() -> None:
         os.close(fd)
 
 
+# Built once in the harness: making ctypes array types in every run's child costs a good part of its start.
+_CAP_HEADER = (ctypes.c_uint32 * 2)(CAPABILITY_VERSION_3, 0)
+_NO_CAPABILITIES = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable; capabilities 0-31, 32-63
+
+
 def drop_capabilities() -> None:
     """In the run's child, before the program: no_new_privs (set by bwrap) keeps an exec from regaining any."""
     LIBC.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-    no_capabilities = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable; capabilities 0-31, 32-63
-    check(LIBC.capset((ctypes.c_uint32 * 2)(CAPABILITY_VERSION_3, 0), no_capabilities), "drop capabilities")
+    check(LIBC.capset(_CAP_HEADER, _NO_CAPABILITIES), "drop capabilities")

@@ -1,9 +1,13 @@
 """The test harness that runs INSIDE the sandbox (stdlib only; never imports cascade_cli).
 
 A harness process serves programs one after another: it reads a job (program, test inputs, limits) as one
-JSON line on stdin, then for each test forks a child that runs the untrusted program under rlimits, and reports what the
+frame on stdin, then for each test forks a child that runs the untrusted program under rlimits, and reports what the
 child did as one line `<nonce> <json>` on stdout. The host compares outputs (the expected outputs never enter
-the sandbox, so a program cannot read them from memory) and answers `next` or `stop`.
+the sandbox, so a program cannot read them from memory) and answers `next` or `stop`. Frames are a 10-digit
+length and that many bytes, read exactly: what the harness has not read yet stays in the kernel's pipe.
+
+An assert test's verdict is decided outside the program's process (judge.py): the harness forks the program
+process first, only then reads the test's source (its own frame), and forks a judge process that runs it.
 
 Why fork per test: a fresh interpreter state per test at the cost of a fork (about a millisecond), real file
 descriptors 0/1/2 (`open(0).read()` works), and a child that can be killed with everything it started.
@@ -20,14 +24,13 @@ import builtins
 import collections  # noqa: F401
 import contextlib
 import functools  # noqa: F401
+import gc
 import heapq  # noqa: F401
-import io
 import itertools  # noqa: F401
 import json
 import math  # noqa: F401
 import os
 import re  # noqa: F401
-import resource
 import select
 import signal
 import string  # noqa: F401
@@ -37,14 +40,14 @@ import typing  # noqa: F401
 
 # isolation.py lies beside this file in the sandbox; `python -P` keeps this directory off sys.path.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from isolation import LIBC, FreshRuns, drop_capabilities  # noqa: E402
+import child  # noqa: E402
+import judge  # noqa: E402
+from isolation import LIBC, FreshRuns  # noqa: E402
 
 del sys.path[0]
 
-EXIT_MEMORY = 86
-EXIT_OUTPUT = 87
-EXIT_WRONG = 88  # an assert-format check failed its own assertion
-RESULT_OK_MARK = b"\x00cascade-ok\x00"
+EXIT_MEMORY, EXIT_OUTPUT = child.EXIT_MEMORY, child.EXIT_OUTPUT
+FRAME_DIGITS = 10
 
 PR_SET_DUMPABLE = 4
 
@@ -62,16 +65,21 @@ def _make_non_dumpable() -> None:
     LIBC.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
-def _read_line(buffer: bytearray) -> bytes:
-    while b"\n" not in buffer:
-        chunk = os.read(0, 1 << 20)
-        if not chunk:
+def _read_frame() -> bytearray:
+    """The next frame from the host, read exactly (into a bytearray the caller can wipe)."""
+    size = int(_read_exactly(FRAME_DIGITS))
+    return _read_exactly(size)
+
+
+def _read_exactly(size: int) -> bytearray:
+    data = bytearray(size)
+    view, got = memoryview(data), 0
+    while got < size:
+        count = os.readv(0, [view[got:]])
+        if not count:
             raise EOFError
-        buffer.extend(chunk)
-    index = buffer.index(b"\n")
-    line = bytes(buffer[:index])
-    del buffer[: index + 1]
-    return line
+        got += count
+    return data
 
 
 def _send(nonce: str, message: dict) -> None:
@@ -93,127 +101,6 @@ def _memfd(name: str, data: bytes = b"") -> int:
 def _read_capped(fd: int, cap: int) -> tuple[bytes, int]:
     size = os.fstat(fd).st_size
     return os.pread(fd, min(size, cap), 0), size
-
-
-def _apply_limits(limits: dict) -> None:
-    cpu = int(limits["cpu_s"])
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-    memory = int(limits["memory_bytes"])
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    nproc = int(limits["nproc"])
-    resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
-    # +1 so that "the file reached the cap" and "the write was cut" are told apart by the size alone
-    fsize = int(limits["output_bytes"]) + 1
-    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-    nofile = int(limits["nofile"])
-    resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    # Deep recursion (sys.setrecursionlimit + lru_cache) needs more than the usual 8 MiB of C stack.
-    _, stack_hard = resource.getrlimit(resource.RLIMIT_STACK)
-    stack = min(memory // 2, 512 << 20)
-    if stack_hard != resource.RLIM_INFINITY:
-        stack = min(stack, stack_hard)
-    with contextlib.suppress(ValueError, OSError):
-        resource.setrlimit(resource.RLIMIT_STACK, (stack, stack_hard))
-
-
-def _serialise(value: object) -> str:
-    def fallback(obj: object) -> object:
-        if isinstance(obj, (set, frozenset)):
-            try:
-                return sorted(obj)
-            except TypeError:
-                return list(obj)
-        if isinstance(obj, (bytes, bytearray)):
-            return obj.decode("utf-8", "replace")
-        return repr(obj)
-
-    return json.dumps(value, default=fallback, allow_nan=True)
-
-
-def _resolve_callable(namespace: dict, fn_name: str):
-    solution = namespace.get("Solution")
-    if isinstance(solution, type) and hasattr(solution, fn_name):
-        return getattr(solution(), fn_name)  # LeetCode style
-    fn = namespace.get(fn_name)
-    if callable(fn):
-        return fn
-    raise NameError(f"the program defines neither {fn_name}() nor Solution.{fn_name}()")
-
-
-def _raised_in_test(error: BaseException) -> bool:
-    """Whether the failing assert is the test's own (a wrong answer), not one inside the program."""
-    tb = error.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    return tb is not None and tb.tb_frame.f_code.co_filename == "<test>"
-
-
-def _child(job: dict, test: object, fds: tuple[int, int, int, int]) -> None:
-    """Runs in the forked child: never returns."""
-    exit_code = 1
-    try:
-        os.setpgid(0, 0)
-        for target, fd in enumerate(fds):
-            os.dup2(fd, target)
-        os.closerange(len(fds), 1 << 16)
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-        if job["sandboxed"]:
-            try:
-                drop_capabilities()
-            except OSError as error:
-                os.write(2, f"sandbox: {error}\n".encode())
-                raise  # the program never runs
-        os.chdir(job["workdir"])
-        # newline="\n" is what CPython gives sys.std* on POSIX: lines split at \n, no \r or \r\n translation
-        # (the default newline=None would turn "a\rb\r\nc" into "a\nb\nc" and change character counts).
-        sys.stdin = sys.__stdin__ = io.TextIOWrapper(
-            io.BufferedReader(io.FileIO(0, "rb", closefd=False)), "utf-8", "replace", newline="\n"
-        )
-        sys.stdout = sys.__stdout__ = io.TextIOWrapper(
-            io.BufferedWriter(io.FileIO(1, "wb", closefd=False), 1 << 16), "utf-8", "replace", newline="\n"
-        )
-        sys.stderr = sys.__stderr__ = io.TextIOWrapper(
-            io.BufferedWriter(io.FileIO(2, "wb", closefd=False)),
-            "utf-8",
-            "backslashreplace",
-            newline="\n",
-            line_buffering=True,
-        )
-        _apply_limits(job["limits"])
-        kind = job["kind"]
-        namespace = {"__name__": "__main__" if kind == "stdio" else "solution", "__builtins__": builtins}
-        try:
-            exec(compile(job["program"], "<solution>", "exec"), namespace)
-            if kind == "call":
-                result = _resolve_callable(namespace, job["fn_name"])(*test)
-                os.write(3, _serialise(result).encode())
-            elif kind == "assert":
-                exec(compile(test, "<test>", "exec"), namespace)
-                namespace["check"](namespace[job["entry_point"]])
-                os.write(3, RESULT_OK_MARK)
-            exit_code = 0
-        except SystemExit as stop:
-            exit_code = 0 if stop.code in (None, 0) else 1
-        except MemoryError:
-            exit_code = EXIT_MEMORY
-            sys.stderr.write("MemoryError\n")
-        except AssertionError as error:
-            sys.__excepthook__(*sys.exc_info())  # the C printer: no traceback import
-            exit_code = EXIT_WRONG if kind == "assert" and _raised_in_test(error) else 1
-        except BaseException:
-            sys.__excepthook__(*sys.exc_info())  # the C printer: no traceback import
-            exit_code = 1
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except MemoryError:
-                exit_code = EXIT_MEMORY
-            except OSError:
-                exit_code = EXIT_OUTPUT
-    except BaseException:
-        exit_code = 1
-    os._exit(exit_code)
 
 
 def _kill_leftovers(job: dict, pid: int) -> None:
@@ -289,41 +176,91 @@ def _clean_workdir(path: str) -> None:
             pass
 
 
-def _status(
-    job: dict, status: int, rusage, timed_out: bool, sizes: dict, stderr_tail: bytes, result: bytes
-) -> str:
-    limits = job["limits"]
-    cpu_s = rusage.ru_utime + rusage.ru_stime
-    if any(size > limits["output_bytes"] for size in sizes.values()):
-        return "output_limit"
-    if timed_out:
+def _signal_verdict(status: int, cpu_s: float, limits: dict, stderr_tail: bytes) -> str:
+    signum = os.WTERMSIG(status)
+    if signum == signal.SIGXCPU or (signum == signal.SIGKILL and cpu_s >= limits["cpu_s"]):
         return "timeout"
-    if os.WIFSIGNALED(status):
-        signum = os.WTERMSIG(status)
-        if signum == signal.SIGXCPU or (signum == signal.SIGKILL and cpu_s >= limits["cpu_s"]):
-            return "timeout"
-        if signum == signal.SIGXFSZ:
-            return "output_limit"
-        if b"MemoryError" in stderr_tail or b"Cannot allocate memory" in stderr_tail:
-            return "memory"
-        return "runtime_error"
-    code = os.WEXITSTATUS(status)
+    if signum == signal.SIGXFSZ:
+        return "output_limit"
+    if b"MemoryError" in stderr_tail or b"Cannot allocate memory" in stderr_tail:
+        return "memory"
+    return "runtime_error"
+
+
+def _exit_verdict(code: int, stderr_tail: bytes) -> str | None:
+    """The verdict an exit code names by itself, or None."""
     if code == EXIT_MEMORY or (code != 0 and b"MemoryError" in stderr_tail):
         return "memory"
     if code == EXIT_OUTPUT:
         return "output_limit"
-    if code == EXIT_WRONG:
-        return "wrong_answer"
+    if code == judge.EXIT_NOT_PLAIN:
+        return "not_plain"
+    return None
+
+
+def _status(job: dict, status: int, cpu_s: float, timed_out: bool, over_limit: bool, stderr_tail: bytes,
+            result: bytes) -> str:  # fmt: skip
+    if over_limit:
+        return "output_limit"
+    if timed_out:
+        return "timeout"
+    if os.WIFSIGNALED(status):
+        return _signal_verdict(status, cpu_s, job["limits"], stderr_tail)
+    code = os.WEXITSTATUS(status)
     if code != 0:
-        return "runtime_error"
+        return _exit_verdict(code, stderr_tail) or "runtime_error"
     if job["kind"] == "call" and not result:
         return "runtime_error"  # left without returning (os._exit, sys.exit before the call)
-    if job["kind"] == "assert" and result != RESULT_OK_MARK:
-        return "runtime_error"  # check() never returned
     return "ok"
 
 
+def _assert_status(job: dict, judge_status: int, program_status: int, cpu_s: float, timed_out: bool,
+                   over_limit: bool, stderr_tail: bytes) -> str:  # fmt: skip
+    """An assert test passes only on the judge's exit status 0; else the program's end explains it first."""
+    if over_limit:
+        return "output_limit"
+    if timed_out:
+        return "timeout"
+    if os.WIFEXITED(judge_status) and os.WEXITSTATUS(judge_status) == 0:
+        return "ok"
+    if os.WIFSIGNALED(program_status) and os.WTERMSIG(program_status) != signal.SIGKILL:
+        return _signal_verdict(program_status, cpu_s, job["limits"], stderr_tail)
+    if os.WIFEXITED(program_status) and _exit_verdict(os.WEXITSTATUS(program_status), b""):
+        return _exit_verdict(os.WEXITSTATUS(program_status), b"")
+    if os.WIFSIGNALED(judge_status):
+        return _signal_verdict(judge_status, cpu_s, job["limits"], stderr_tail)
+    code = os.WEXITSTATUS(judge_status)
+    if code == judge.EXIT_WRONG:
+        return "wrong_answer"
+    return _exit_verdict(code, stderr_tail) or "runtime_error"
+
+
+def _read_outputs(fds: tuple[int, ...], cap: int) -> tuple[bytes, bytes, bool]:
+    """(stdout, stderr tail, whether an output went over the cap) of a run's memfds (stdout, stderr, ...)."""
+    stdout, out_size = _read_capped(fds[0], cap)
+    _, err_size = _read_capped(fds[1], 0)
+    stderr_tail = os.pread(fds[1], 2048, max(0, min(err_size, cap) - 2048))
+    sizes = [out_size, err_size] + [_read_capped(fd, 0)[1] for fd in fds[2:]]
+    return stdout, stderr_tail, any(size > cap for size in sizes)
+
+
+def _message(index: int, verdict: str, started: float, cpu_s: float, stderr: bytes, status: int) -> dict:
+    message = {
+        "i": index,
+        "status": verdict,
+        "wall_s": round(time.monotonic() - started, 4),
+        "cpu_s": round(cpu_s, 4),
+        "stderr": stderr.decode("utf-8", "replace"),
+    }
+    if os.WIFSIGNALED(status):
+        message["signal"] = os.WTERMSIG(status)
+    else:
+        message["exit_code"] = os.WEXITSTATUS(status)
+    return message
+
+
 def _run_test(job: dict, index: int, test: object, fresh: FreshRuns | None) -> dict:
+    """A stdio or call test: one process runs the program and the test; the host compares the output."""
     limits = job["limits"]
     # surrogateescape: a label can carry non-UTF-8 input bytes as lone surrogates (U+DC80..U+DCFF, Python's
     # convention for undecodable bytes), which arrive as the original bytes.
@@ -334,36 +271,62 @@ def _run_test(job: dict, index: int, test: object, fresh: FreshRuns | None) -> d
     started = time.monotonic()
     pid = os.fork()
     if pid == 0:
-        _child(job, test, fds)
+        child.run_program(job, test, fds)
     if fresh is not None:
         fresh.renew_namespaces()  # for the next run, while this one runs in the namespaces it was forked in
     status, rusage, timed_out = _wait(pid, float(limits["wall_s"]))
-    wall = time.monotonic() - started
     _kill_leftovers(job, pid)
     cap = int(limits["output_bytes"])
-    stdout, out_size = _read_capped(fds[1], cap)
-    _, err_size = _read_capped(fds[2], 0)
-    stderr_tail = os.pread(fds[2], 2048, max(0, min(err_size, cap) - 2048))
-    result, res_size = _read_capped(fds[3], cap)
+    stdout, stderr_tail, over_limit = _read_outputs(fds[1:], cap)
+    result, _ = _read_capped(fds[3], cap)
     for fd in fds:
         os.close(fd)
-    sizes = {"stdout": out_size, "stderr": err_size, "result": res_size}
-    verdict = _status(job, status, rusage, timed_out, sizes, stderr_tail, result)
-    message = {
-        "i": index,
-        "status": verdict,
-        "wall_s": round(wall, 4),
-        "cpu_s": round(rusage.ru_utime + rusage.ru_stime, 4),
-        "stderr": stderr_tail.decode("utf-8", "replace"),
-    }
-    if verdict == "ok" and job["kind"] != "assert":
-        payload = stdout if job["kind"] == "stdio" else result
-        message["output"] = payload.decode("utf-8", "replace")
-    if os.WIFSIGNALED(status):
-        message["signal"] = os.WTERMSIG(status)
-    else:
-        message["exit_code"] = os.WEXITSTATUS(status)
+    cpu_s = rusage.ru_utime + rusage.ru_stime
+    verdict = _status(job, status, cpu_s, timed_out, over_limit, stderr_tail, result)
+    message = _message(index, verdict, started, cpu_s, stderr_tail, status)
+    if verdict == "ok":
+        message["output"] = (stdout if job["kind"] == "stdio" else result).decode("utf-8", "replace")
     return message
+
+
+def _run_assert_test(job: dict, index: int, fresh: FreshRuns | None) -> dict:
+    """An assert test: the program process is forked first, then the test is read and the judge forked."""
+    limits = job["limits"]
+    program_fds = (_memfd("stdin"), _memfd("stdout"), _memfd("stderr"))
+    judge_fds = (_memfd("judge-stdin"), _memfd("judge-stdout"), _memfd("judge-stderr"))
+    requests_read, requests_write = os.pipe()
+    replies_read, replies_write = os.pipe()
+    if fresh is not None:
+        fresh.take()
+    started = time.monotonic()
+    program_pid = os.fork()
+    if program_pid == 0:
+        child.run_program(job, None, (*program_fds, requests_read, replies_write))
+    if fresh is not None:
+        fresh.renew_namespaces()
+    test = _read_frame()  # only now: the program's process never held the test or its expected values
+    judge_pid = os.fork()
+    if judge_pid == 0:
+        child.run_judge(job, test, (*judge_fds, requests_write, replies_read))
+    test[:] = bytes(len(test))  # wiped: later program processes are forked from this memory
+    for fd in (requests_read, requests_write, replies_read, replies_write):
+        os.close(fd)
+    judge_status, judge_rusage, timed_out = _wait(judge_pid, float(limits["wall_s"]))
+    # The program process ends at the judge's end of file; one still busy is killed.
+    program_status, program_rusage, _ = _wait(program_pid, 0.0 if timed_out else 0.5)
+    for pid in (judge_pid, program_pid):
+        _kill_leftovers(job, pid)
+    cap = int(limits["output_bytes"])
+    _, program_stderr, program_over = _read_outputs(program_fds[1:], cap)
+    _, judge_stderr, judge_over = _read_outputs(judge_fds[1:], cap)
+    for fd in program_fds + judge_fds:
+        os.close(fd)
+    cpu_s = sum(r.ru_utime + r.ru_stime for r in (judge_rusage, program_rusage))
+    stderr_tail = (program_stderr + judge_stderr)[-2048:]
+    verdict = _assert_status(
+        job, judge_status, program_status, cpu_s, timed_out, program_over or judge_over, stderr_tail
+    )
+    return _message(index, verdict, started, cpu_s, stderr_tail, judge_status)
 
 
 def main() -> None:
@@ -371,25 +334,32 @@ def main() -> None:
     the next run's tmpfs directories are mounted while the host judges this one (unsandboxed: the working
     dir is wiped)."""
     _make_non_dumpable()
+    # The harness's objects are shared copy-on-write with every run's processes: kept out of their garbage
+    # collections, the pages that hold them are never written (and copied) by a child's collection.
+    gc.freeze()
     fresh = FreshRuns(sys.argv[2], int(sys.argv[3])) if sys.argv[1:2] == ["--fresh-runs"] else None
     if fresh is not None:  # the first run's, before its job comes
         fresh.renew_namespaces()
         fresh.renew_mounts()
-    buffer = bytearray()
     while True:
         try:
-            job = json.loads(_read_line(buffer))
+            job = json.loads(_read_frame())
         except EOFError:
             return
-        for index, test in enumerate(job["tests"]):
-            message = _run_test(job, index, test, fresh)
+        # An assert test comes in a frame of its own after the job, read once its program process exists.
+        tests = [None] * int(job["n_tests"]) if job["kind"] == "assert" else job["tests"]
+        for index, test in enumerate(tests):
+            if job["kind"] == "assert":
+                message = _run_assert_test(job, index, fresh)
+            else:
+                message = _run_test(job, index, test, fresh)
             if fresh is None:
                 _clean_workdir(job["workdir"])
             _send(job["nonce"], message)
             if fresh is not None:
                 fresh.renew_mounts()
             try:
-                if _read_line(buffer).strip() != b"next":
+                if _read_frame() != b"next":
                     break
             except EOFError:
                 return

@@ -43,6 +43,8 @@ from typing import Any
 # The harness and the module it imports, as they are named in the sandbox's /cascade.
 HARNESS_FILES = {
     "harness.py": Path(__file__).with_name("runner.py"),
+    "child.py": Path(__file__).with_name("child.py"),
+    "judge.py": Path(__file__).with_name("judge.py"),
     "isolation.py": Path(__file__).with_name("isolation.py"),
 }
 SANDBOX_HARNESS_DIR = "/cascade"
@@ -313,6 +315,11 @@ def _build_argv(spec: SandboxSpec) -> tuple[list[str], dict[str, Any]]:
     return argv, popen
 
 
+def _frame(payload: bytes) -> bytes:
+    """The harness's framing: a 10-digit length, then the payload."""
+    return b"%010d" % len(payload) + payload
+
+
 class Sandbox:
     """One started harness (bwrap + python, or python alone when unsafe) serving exactly one program."""
 
@@ -343,12 +350,25 @@ class Sandbox:
 
     # -- protocol --------------------------------------------------------------------------------------
     def start_job(self, job: dict[str, Any]) -> None:
+        """Send a job. An assert job's tests go one frame each, the next after `next` (runner.py reads a
+        test only once the program process it judges exists)."""
         job = {**job, "nonce": self.nonce, "sandboxed": self.spec.sandboxed}
         job["workdir"] = self._workdir or SANDBOX_WORKDIR
-        self._write((json.dumps(job) + "\n").encode())
+        self._pending_tests: list[str] = []
+        if job["kind"] == "assert":
+            self._pending_tests = list(job.pop("tests"))
+            job["n_tests"] = len(self._pending_tests)
+        self._write(_frame(json.dumps(job).encode()) + self._next_test())
 
     def reply(self, go_on: bool) -> None:
-        self._write(b"next\n" if go_on else b"stop\n")
+        self._write(_frame(b"next") + self._next_test() if go_on else _frame(b"stop"))
+
+    def _next_test(self) -> bytes:
+        return (
+            _frame(self._pending_tests.pop(0).encode("utf-8", "surrogateescape"))
+            if self._pending_tests
+            else b""
+        )
 
     def _write(self, data: bytes) -> None:
         assert self.proc.stdin is not None

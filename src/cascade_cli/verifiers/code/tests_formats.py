@@ -2,9 +2,11 @@
 
     {"kind": "stdio", "inputs": ["1 2\\n", ...], "outputs": ["3\\n", ...]}
     {"kind": "call", "fn_name": "add", "inputs": [[1, 2], ...], "outputs": [3, ...]}
-    {"kind": "assert", "test": "def check(candidate): ...", "entry_point": "add"}
+    {"kind": "assert", "test": "def check(candidate): ...", "entry_point": "add", "prelude": "def helper(): ..."}
 
-Optional keys: "time_limit_s" (per test), "memory_mb", "float_tolerance" (stdio and call: numbers match when
+An assert label's optional "prelude" is trusted code the test reads names from (HumanEval's prompt: `poly` for
+find_zero, `encode_cyclic` for decode_cyclic): run beside the test, so a program cannot redefine what the test
+relies on. Optional keys: "time_limit_s" (per test), "memory_mb", "float_tolerance" (stdio and call: numbers match when
 within this absolute or relative tolerance). Only the inputs travel into the sandbox; the expected outputs
 stay with the host, so a program cannot find them in its own memory.
 """
@@ -28,6 +30,7 @@ class TestSuite:
     expected: list[Any] = field(default_factory=list)  # host side only
     fn_name: str | None = None
     entry_point: str | None = None
+    prelude: str | None = None  # assert: trusted code the test reads names from
     time_limit_s: float | None = None
     memory_mb: int | None = None
     float_tolerance: float | None = None
@@ -61,7 +64,10 @@ def parse_suite(label: Any) -> TestSuite:
             raise RecordError("assert label needs 'test' (source defining check(candidate)); found none")
         if not isinstance(entry_point, str) or not entry_point.isidentifier():
             raise RecordError(f"assert label needs 'entry_point' (a function name); found {entry_point!r}")
-        return TestSuite(kind, [test], [None], entry_point=entry_point, **limits)
+        prelude = label.get("prelude")
+        if prelude is not None and not isinstance(prelude, str):
+            raise RecordError(f"assert label 'prelude' must be source code (a string); found {_type(prelude)}")
+        return TestSuite(kind, [test], [None], entry_point=entry_point, prelude=prelude, **limits)
     inputs, outputs = label.get("inputs"), label.get("outputs")
     if not isinstance(inputs, list) or not isinstance(outputs, list):
         raise RecordError(
