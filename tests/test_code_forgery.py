@@ -401,3 +401,33 @@ def test_every_mbpp_reference_solution_in_our_data_passes():
         scores = score_with(verifier, records)
     failed = [(r["id"], s.details) for r, s in zip(records, scores, strict=True) if not s.passed]
     assert len(records) > 1300 and failed == []
+
+
+def test_a_program_that_stops_or_kills_the_judge_does_not_touch_the_next_run():
+    stopper = """
+        import os, signal, time
+        def add(a, b):
+            if os.fork() == 0:  # keeps stopping every other process until the harness kills it
+                while True:
+                    for pid in [int(p) for p in os.listdir("/proc") if p.isdigit()]:
+                        if pid != os.getpid():
+                            try:
+                                os.kill(pid, signal.SIGSTOP)
+                            except OSError:
+                                pass
+                    time.sleep(0.001)
+            time.sleep(0.05)
+            return 0
+        """
+    killer = "import os, signal\ndef add(a, b):\n    os.kill(-1, signal.SIGKILL)\n"
+    stdio = {
+        "response": "```python\nprint(sum(map(int, input().split())))\n```",
+        "label": {"kind": "stdio", "inputs": ["2 3\n"], "outputs": ["5\n"]},
+    }
+    with get_verifier("code", workers=1, time_limit_s=1.0, programs_per_sandbox=64) as single:
+        for attacker in (stopper, killer):
+            assert not single.verify_one(assert_record(attacker)).passed
+            assert single.verify_one(assert_record(HONEST)).passed  # judged right, within its own limits
+            assert single.verify_one(stdio).passed  # a stdio run between two assert runs spares the judge
+            assert single.verify_one(assert_record(HONEST, MBPP_TEST)).passed
+            assert not single.verify_one(assert_record(WRONG)).passed

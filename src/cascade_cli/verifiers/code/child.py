@@ -1,13 +1,11 @@
-"""What runs in the processes a harness forks for a run (stdlib only; runs INSIDE the sandbox).
+"""The program's process, forked by the harness for each run (stdlib only; runs INSIDE the sandbox).
 
-The program's process (`run_program`) and, for an assert test, the judge's (`run_judge`, judge.py). Both
-start the same way: only the fds they are handed, no capabilities, the job's rlimits. Neither ever returns:
-its exit code is what the harness reads.
+It starts with only the fds it is handed, no capabilities and the job's rlimits; runs a stdio or call test
+itself, or serves an assert test's judge (judge.py); never returns: its exit code is what the harness reads.
 """
 
 import builtins
 import contextlib
-import gc
 import io
 import json
 import os
@@ -22,9 +20,10 @@ EXIT_MEMORY = judge.EXIT_MEMORY
 EXIT_OUTPUT = 87
 
 
-def _apply_limits(limits: dict) -> None:
-    cpu = int(limits["cpu_s"])
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+def apply_limits(limits: dict, cpu: bool = True) -> None:
+    if cpu:
+        seconds = int(limits["cpu_s"])
+        resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 1))
     memory = int(limits["memory_bytes"])
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     nproc = int(limits["nproc"])
@@ -83,9 +82,9 @@ def _resolve_callable(namespace: dict, fn_name: str):
     raise NameError(f"the program defines neither {fn_name}() nor Solution.{fn_name}()")
 
 
-def enter_child(job: dict, fds: tuple[int, ...], program: bool = True) -> None:
-    """In a forked child, before any program or test code: fds 0.. as given and no others, no capabilities,
-    the job's rlimits, and std streams that read and write those fds (the judge writes to stderr only)."""
+def enter_child(job: dict, fds: tuple[int, ...]) -> None:
+    """In a forked child, before any program code: fds 0.. as given and no others, no capabilities, the
+    job's rlimits, and std streams that read and write those fds."""
     os.setpgid(0, 0)
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
@@ -100,13 +99,12 @@ def enter_child(job: dict, fds: tuple[int, ...], program: bool = True) -> None:
     os.chdir(job["workdir"])
     # newline="\n" is what CPython gives sys.std* on POSIX: lines split at \n, no \r or \r\n translation
     # (the default newline=None would turn "a\rb\r\nc" into "a\nb\nc" and change character counts).
-    if program:
-        sys.stdin = sys.__stdin__ = io.TextIOWrapper(
-            io.BufferedReader(io.FileIO(0, "rb", closefd=False)), "utf-8", "replace", newline="\n"
-        )
-        sys.stdout = sys.__stdout__ = io.TextIOWrapper(
-            io.BufferedWriter(io.FileIO(1, "wb", closefd=False), 1 << 16), "utf-8", "replace", newline="\n"
-        )
+    sys.stdin = sys.__stdin__ = io.TextIOWrapper(
+        io.BufferedReader(io.FileIO(0, "rb", closefd=False)), "utf-8", "replace", newline="\n"
+    )
+    sys.stdout = sys.__stdout__ = io.TextIOWrapper(
+        io.BufferedWriter(io.FileIO(1, "wb", closefd=False), 1 << 16), "utf-8", "replace", newline="\n"
+    )
     sys.stderr = sys.__stderr__ = io.TextIOWrapper(
         io.BufferedWriter(io.FileIO(2, "wb", closefd=False)),
         "utf-8",
@@ -114,7 +112,7 @@ def enter_child(job: dict, fds: tuple[int, ...], program: bool = True) -> None:
         newline="\n",
         line_buffering=True,
     )
-    _apply_limits(job["limits"])
+    apply_limits(job["limits"])
 
 
 def _flush_streams(exit_code: int) -> int:
@@ -156,21 +154,6 @@ def run_program(job: dict, test: object, fds: tuple[int, ...]) -> None:
             sys.__excepthook__(*sys.exc_info())  # the C printer: no traceback import
             exit_code = 1
         exit_code = _flush_streams(exit_code)
-    except BaseException:
-        exit_code = 1
-    os._exit(exit_code)
-
-
-def run_judge(job: dict, test: bytearray, fds: tuple[int, ...]) -> None:
-    """The judge's process (forked after the test was read; never returns): runs the test's code against
-    the program process on fds 3 and 4; its exit status is the verdict."""
-    exit_code = 1
-    try:
-        enter_child(job, fds, program=False)
-        gc.disable()  # short-lived: a collection would only copy-on-write pages shared with the harness
-        program = judge.Program(3, 4, int(job["limits"]["output_bytes"]))
-        source = test.decode("utf-8", "surrogateescape")
-        exit_code = _flush_streams(judge.judge(source, job.get("prelude") or "", job["entry_point"], program))
     except BaseException:
         exit_code = 1
     os._exit(exit_code)

@@ -100,9 +100,10 @@ def loopback_up() -> None:
 # Built once in the harness: making ctypes array types in every run's child costs a good part of its start.
 _CAP_HEADER = (ctypes.c_uint32 * 2)(CAPABILITY_VERSION_3, 0)
 _NO_CAPABILITIES = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable; capabilities 0-31, 32-63
+_capset, _prctl = LIBC.capset, LIBC.prctl  # looked up here once, not in every child
 
 
 def drop_capabilities() -> None:
     """In the run's child, before the program: no_new_privs (set by bwrap) keeps an exec from regaining any."""
-    LIBC.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-    check(LIBC.capset(_CAP_HEADER, _NO_CAPABILITIES), "drop capabilities")
+    _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    check(_capset(_CAP_HEADER, _NO_CAPABILITIES), "drop capabilities")

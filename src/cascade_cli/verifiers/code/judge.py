@@ -3,22 +3,23 @@
 An assert test (`def check(candidate): assert candidate(2, 3) == 5`, MBPP's assert lines) cannot be run in
 the program's own process and be trusted: there the program can rebind `check`, patch `exec` or the
 builtins, hand over an object whose `__eq__` is always true, or write the harness's success signal itself.
-So a test runs in two processes forked by the harness:
+So a test runs in two processes:
 
 - the program process executes the program and then only answers requests: call this function with these
   arguments, read or set this attribute. What it returns travels back pickled; a value of an exact built-in
   type (int, float, complex, str, bytes, bool, None, and lists, tuples, dicts, sets, frozensets of those)
   travels as the value, anything else stays in the program process and travels as an opaque handle.
-- the judge process runs the test's own code (and the label's trusted prelude) with the program's names
+- the judge process (judge_process.py: one per sandbox, kept warm) runs the test's own code (and the label's trusted prelude) with the program's names
   resolved on demand to proxies. It never runs a line of the program: every value it compares was built by
   its own unpickler, which makes nothing but built-in plain values and handles. A handle can be called and
   have attributes read and set (MBPP builds trees of the program's `Node` class that way); any use that needs
   its value (==, <, bool, hash, str, len, iteration, arithmetic) fails the test with a verdict that names
   the program's type, even where the test would catch the exception.
 
-The verdict is the judge's exit status: 0 only when `check` returned and no handle was used as a value. The
-program process cannot write the judge's memory or status: the judge is another process, not dumpable, and
-the program has no capabilities; it can only kill it, which fails the test.
+The verdict is the code `judge()` returns, which the judge process sends the harness on a socket only the two
+of them hold: 0 only when `check` returned and no handle was used as a value. The program process cannot
+write the judge's memory or that socket: the judge is another process, not dumpable, and the program has no
+capabilities; it can only kill or stop it, which fails its own test.
 
 The program process is forked before the harness reads the test, so neither the test's source nor its
 expected values were ever in its memory. Names the test reads resolve in this order: the test's and the

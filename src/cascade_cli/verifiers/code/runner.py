@@ -43,6 +43,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import child  # noqa: E402
 import judge  # noqa: E402
 from isolation import LIBC, FreshRuns  # noqa: E402
+from judge_process import JudgeProcess  # noqa: E402
 
 del sys.path[0]
 
@@ -103,13 +104,17 @@ def _read_capped(fd: int, cap: int) -> tuple[bytes, int]:
     return os.pread(fd, min(size, cap), 0), size
 
 
-def _kill_leftovers(job: dict, pid: int) -> None:
-    """Kill the test's whole process tree, including daemons that left its process group."""
+def _kill_leftovers(job: dict, pid: int, spare: int = 0) -> None:
+    """Kill the test's whole process tree, including daemons that left its process group; never the judge
+    process `spare`."""
     if job["sandboxed"] and os.getpid() == 1:
-        # We are init of our own pid namespace: every other process in it is the program's.
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(-1, signal.SIGKILL)
-        _reap_orphans()
+        # We are init of our own pid namespace: every other process in it but the judge is the program's.
+        if not spare:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(-1, signal.SIGKILL)
+            _reap_orphans()
+        else:
+            _kill_all_but(spare)
     else:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
@@ -127,6 +132,23 @@ def _reap_orphans() -> None:
             if time.monotonic() > deadline:
                 return
             time.sleep(0.001)
+
+
+def _kill_all_but(spare: int) -> None:
+    """kill(-1) would take the judge too: kill what /proc lists instead, and again, until only init and the
+    judge are left (a process killed in the middle of a fork leaves no child behind)."""
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        others = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc"))) if pid not in (1, spare)]
+        if not others:
+            return
+        for pid in others:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        time.sleep(0.0002)
 
 
 def _wait(pid: int, wall_s: float) -> tuple[int, object, bool]:
@@ -214,25 +236,22 @@ def _status(job: dict, status: int, cpu_s: float, timed_out: bool, over_limit: b
     return "ok"
 
 
-def _assert_status(job: dict, judge_status: int, program_status: int, cpu_s: float, timed_out: bool,
+def _assert_status(job: dict, judge_code: int | None, program_status: int, cpu_s: float, timed_out: bool,
                    over_limit: bool, stderr_tail: bytes) -> str:  # fmt: skip
-    """An assert test passes only on the judge's exit status 0; else the program's end explains it first."""
+    """An assert test passes only on the judge's code 0; else the program's end explains it first."""
     if over_limit:
         return "output_limit"
     if timed_out:
         return "timeout"
-    if os.WIFEXITED(judge_status) and os.WEXITSTATUS(judge_status) == 0:
+    if judge_code == 0:
         return "ok"
     if os.WIFSIGNALED(program_status) and os.WTERMSIG(program_status) != signal.SIGKILL:
         return _signal_verdict(program_status, cpu_s, job["limits"], stderr_tail)
     if os.WIFEXITED(program_status) and _exit_verdict(os.WEXITSTATUS(program_status), b""):
         return _exit_verdict(os.WEXITSTATUS(program_status), b"")
-    if os.WIFSIGNALED(judge_status):
-        return _signal_verdict(judge_status, cpu_s, job["limits"], stderr_tail)
-    code = os.WEXITSTATUS(judge_status)
-    if code == judge.EXIT_WRONG:
+    if judge_code == judge.EXIT_WRONG:
         return "wrong_answer"
-    return _exit_verdict(code, stderr_tail) or "runtime_error"
+    return _exit_verdict(judge_code or 1, stderr_tail) or "runtime_error"
 
 
 def _read_outputs(fds: tuple[int, ...], cap: int) -> tuple[bytes, bytes, bool]:
@@ -259,7 +278,9 @@ def _message(index: int, verdict: str, started: float, cpu_s: float, stderr: byt
     return message
 
 
-def _run_test(job: dict, index: int, test: object, fresh: FreshRuns | None) -> dict:
+def _run_test(
+    job: dict, index: int, test: object, fresh: FreshRuns | None, judge_process: JudgeProcess
+) -> dict:
     """A stdio or call test: one process runs the program and the test; the host compares the output."""
     limits = job["limits"]
     # surrogateescape: a label can carry non-UTF-8 input bytes as lone surrogates (U+DC80..U+DCFF, Python's
@@ -275,7 +296,8 @@ def _run_test(job: dict, index: int, test: object, fresh: FreshRuns | None) -> d
     if fresh is not None:
         fresh.renew_namespaces()  # for the next run, while this one runs in the namespaces it was forked in
     status, rusage, timed_out = _wait(pid, float(limits["wall_s"]))
-    _kill_leftovers(job, pid)
+    _kill_leftovers(job, pid, spare=judge_process.pid)
+    judge_process.revive()
     cap = int(limits["output_bytes"])
     stdout, stderr_tail, over_limit = _read_outputs(fds[1:], cap)
     result, _ = _read_capped(fds[3], cap)
@@ -289,11 +311,11 @@ def _run_test(job: dict, index: int, test: object, fresh: FreshRuns | None) -> d
     return message
 
 
-def _run_assert_test(job: dict, index: int, fresh: FreshRuns | None) -> dict:
-    """An assert test: the program process is forked first, then the test is read and the judge forked."""
+def _run_assert_test(job: dict, index: int, fresh: FreshRuns | None, judge_process: JudgeProcess) -> dict:
+    """An assert test: the program process is forked first, then the test is read and handed to the judge."""
     limits = job["limits"]
     program_fds = (_memfd("stdin"), _memfd("stdout"), _memfd("stderr"))
-    judge_fds = (_memfd("judge-stdin"), _memfd("judge-stdout"), _memfd("judge-stderr"))
+    judge_stderr = _memfd("judge-stderr")
     requests_read, requests_write = os.pipe()
     replies_read, replies_write = os.pipe()
     if fresh is not None:
@@ -304,29 +326,31 @@ def _run_assert_test(job: dict, index: int, fresh: FreshRuns | None) -> dict:
         child.run_program(job, None, (*program_fds, requests_read, replies_write))
     if fresh is not None:
         fresh.renew_namespaces()
-    test = _read_frame()  # only now: the program's process never held the test or its expected values
-    judge_pid = os.fork()
-    if judge_pid == 0:
-        child.run_judge(job, test, (*judge_fds, requests_write, replies_read))
-    test[:] = bytes(len(test))  # wiped: later program processes are forked from this memory
-    for fd in (requests_read, requests_write, replies_read, replies_write):
+    for fd in (requests_read, replies_write):
         os.close(fd)
-    judge_status, judge_rusage, timed_out = _wait(judge_pid, float(limits["wall_s"]))
+    test = _read_frame()  # only now: the program's process never held the test or its expected values
+    judge_fds = (requests_write, replies_read, judge_stderr)
+    judge_code = judge_process.judge(job, test, judge_fds, float(limits["wall_s"]))
+    test[:] = bytes(len(test))  # wiped: later program processes are forked from this memory
+    for fd in (requests_write, replies_read):
+        os.close(fd)
+    timed_out = judge_code is None and time.monotonic() - started >= float(limits["wall_s"])
     # The program process ends at the judge's end of file; one still busy is killed.
     program_status, program_rusage, _ = _wait(program_pid, 0.0 if timed_out else 0.5)
-    for pid in (judge_pid, program_pid):
-        _kill_leftovers(job, pid)
+    _kill_leftovers(job, program_pid, spare=judge_process.pid)
+    judge_process.revive()
     cap = int(limits["output_bytes"])
     _, program_stderr, program_over = _read_outputs(program_fds[1:], cap)
-    _, judge_stderr, judge_over = _read_outputs(judge_fds[1:], cap)
-    for fd in program_fds + judge_fds:
+    _, judge_tail, judge_over = _read_outputs((judge_stderr, judge_stderr), cap)
+    for fd in (*program_fds, judge_stderr):
         os.close(fd)
-    cpu_s = sum(r.ru_utime + r.ru_stime for r in (judge_rusage, program_rusage))
-    stderr_tail = (program_stderr + judge_stderr)[-2048:]
+    cpu_s = program_rusage.ru_utime + program_rusage.ru_stime
+    stderr_tail = (program_stderr + judge_tail)[-2048:]
     verdict = _assert_status(
-        job, judge_status, program_status, cpu_s, timed_out, program_over or judge_over, stderr_tail
+        job, judge_code, program_status, cpu_s, timed_out, program_over or judge_over, stderr_tail
     )
-    return _message(index, verdict, started, cpu_s, stderr_tail, judge_status)
+    status = (judge_code if judge_code is not None else 1) << 8  # reported as the judge's exit code
+    return _message(index, verdict, started, cpu_s, stderr_tail, status)
 
 
 def main() -> None:
@@ -341,6 +365,7 @@ def main() -> None:
     if fresh is not None:  # the first run's, before its job comes
         fresh.renew_namespaces()
         fresh.renew_mounts()
+    judge_process = JudgeProcess()
     while True:
         try:
             job = json.loads(_read_frame())
@@ -350,9 +375,9 @@ def main() -> None:
         tests = [None] * int(job["n_tests"]) if job["kind"] == "assert" else job["tests"]
         for index, test in enumerate(tests):
             if job["kind"] == "assert":
-                message = _run_assert_test(job, index, fresh)
+                message = _run_assert_test(job, index, fresh, judge_process)
             else:
-                message = _run_test(job, index, test, fresh)
+                message = _run_test(job, index, test, fresh, judge_process)
             if fresh is None:
                 _clean_workdir(job["workdir"])
             _send(job["nonce"], message)

@@ -22,17 +22,14 @@ we then bind a hard-linked mirror of the interpreter's runtime kept in a world-r
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import secrets
 import selectors
 import shutil
 import signal
-import stat
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import threading
 import time
@@ -40,13 +37,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# The harness and the module it imports, as they are named in the sandbox's /cascade.
-HARNESS_FILES = {
-    "harness.py": Path(__file__).with_name("runner.py"),
-    "child.py": Path(__file__).with_name("child.py"),
-    "judge.py": Path(__file__).with_name("judge.py"),
-    "isolation.py": Path(__file__).with_name("isolation.py"),
-}
+from cascade_cli.verifiers.code.sandbox_files import (
+    SandboxUnavailable,
+    etc_file,
+    harness_dir,
+    mirror_runtime,
+    world_traversable,
+)
+
 SANDBOX_HARNESS_DIR = "/cascade"
 SANDBOX_HARNESS = f"{SANDBOX_HARNESS_DIR}/harness.py"
 SANDBOX_WORKDIR = "/tmp"
@@ -69,10 +67,6 @@ SANDBOX_ETC = {
     "hosts": f"127.0.0.1\tlocalhost {SANDBOX_HOSTNAME}\n::1\tlocalhost ip6-localhost ip6-loopback\n",
     "nsswitch.conf": "hosts: files\n",
 }
-
-
-class SandboxUnavailable(RuntimeError):
-    """bwrap is missing or cannot create namespaces on this machine."""
 
 
 class SandboxCrashed(RuntimeError):
@@ -120,112 +114,6 @@ def _python_flags() -> list[str]:
     return flags
 
 
-def _world_traversable(path: Path) -> bool:
-    for part in [path, *path.parents]:
-        if part == Path("/"):
-            break
-        mode = part.stat().st_mode
-        if not mode & stat.S_IXOTH or not mode & stat.S_IROTH:
-            return False
-    return True
-
-
-def _cache_root() -> Path:
-    """Where the harness copy and runtime mirror live: ours alone (another user could plant a fake runtime)."""
-    root = Path(tempfile.gettempdir()) / f"cascade-sandbox-{os.geteuid()}"
-    root.mkdir(mode=0o755, exist_ok=True)
-    info = os.lstat(root)
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
-        raise SandboxUnavailable(
-            f"{root} is not a directory owned by uid {os.geteuid()} and writable only by it"
-        )
-    return root
-
-
-def _write_once(path: Path, data: bytes) -> Path:
-    if path.exists():
-        return path
-    partial = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-    partial.write_bytes(data)
-    os.chmod(partial, 0o644)
-    os.replace(partial, path)
-    return path
-
-
-def _publish(staging: Path, target: Path) -> Path:
-    """Move a finished directory into place in one step (readers never see it half written)."""
-    try:
-        os.rename(staging, target)
-    except OSError:  # another process finished first
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
-
-
-def _harness_dir() -> Path:
-    """A world-readable copy of the harness files in the cache, named by their contents."""
-    sources = {name: path.read_bytes() for name, path in HARNESS_FILES.items()}
-    key = hashlib.sha256(b"".join(name.encode() + data for name, data in sources.items())).hexdigest()[:16]
-    target = _cache_root() / f"harness-{key}"
-    if target.is_dir():
-        return target
-    staging = Path(tempfile.mkdtemp(prefix=".harness-", dir=_cache_root()))
-    for name, data in sources.items():
-        _write_once(staging / name, data)
-    os.chmod(staging, 0o755)
-    return _publish(staging, target)
-
-
-def _etc_file(name: str, text: str) -> Path:
-    """A generated /etc file in the cache (world-readable, so the unprivileged sandbox uid can read it too)."""
-    data = text.encode()
-    return _write_once(_cache_root() / f"etc-{hashlib.sha256(data).hexdigest()[:16]}-{name}", data)
-
-
-def _mirror_runtime(prefix: Path, version: str) -> Path:
-    """A world-readable copy (hard links where possible) of the interpreter runtime under `prefix`."""
-    key = hashlib.sha256(f"{prefix}:{version}:{prefix.stat().st_mtime_ns}".encode()).hexdigest()[:16]
-    target = _cache_root() / f"runtime-{key}"
-    if (target / ".complete").exists():
-        return target
-    staging = Path(tempfile.mkdtemp(prefix=".runtime-", dir=_cache_root()))
-    skip = {"site-packages", "test", "tests", "idlelib", "tkinter", "turtledemo", "ensurepip"}
-
-    def copy(src: str, dst: str) -> None:
-        if os.path.lexists(dst):
-            return  # never write through an existing hard link into the real runtime
-        try:
-            os.link(src, dst)
-        except OSError:
-            shutil.copy2(src, dst)
-
-    stdlib = Path(sysconfig.get_path("stdlib"))
-    dynload = Path(sysconfig.get_path("platstdlib")) / "lib-dynload"
-    for sub in ("bin", "lib"):
-        (staging / sub).mkdir(mode=0o755)
-    exe = Path(os.path.realpath(sys.executable))
-    copy(str(exe), str(staging / "bin" / exe.name))
-    for lib in (prefix / "lib").glob("libpython*.so*"):
-        copy(str(lib), str(staging / "lib" / lib.name))
-    for tree in (stdlib, dynload):
-        if (
-            not tree.is_dir()
-            or not tree.is_relative_to(prefix)
-            or (tree != stdlib and tree.is_relative_to(stdlib))
-        ):
-            continue
-        shutil.copytree(
-            tree,
-            staging / tree.relative_to(prefix),
-            ignore=lambda _dir, names: [n for n in names if n in skip and _dir.startswith(str(stdlib))],
-            copy_function=copy,
-            dirs_exist_ok=True,
-        )
-    for dirpath, _dirs, _files in os.walk(staging):
-        os.chmod(dirpath, 0o755)
-    (staging / ".complete").write_text(str(prefix))
-    return _publish(staging, target)
-
-
 @dataclass(frozen=True)
 class SandboxSpec:
     """How sandboxes are started. `sandboxed=False` is the --unsafe-no-sandbox mode (rlimits only)."""
@@ -253,9 +141,9 @@ def _argv_cache(spec: SandboxSpec) -> tuple[list[str], dict[str, Any]]:
 
 def _build_argv(spec: SandboxSpec) -> tuple[list[str], dict[str, Any]]:
     python = Path(os.path.realpath(spec.python or sys.executable))
-    harness_dir = _harness_dir()
+    harness = harness_dir()
     if not spec.sandboxed:
-        return [str(python), *_python_flags(), str(harness_dir / "harness.py")], {
+        return [str(python), *_python_flags(), str(harness / "harness.py")], {
             "env": dict(SANDBOX_ENV),
             "start_new_session": True,
         }
@@ -269,8 +157,8 @@ def _build_argv(spec: SandboxSpec) -> tuple[list[str], dict[str, Any]]:
     runtime_source = prefix
     if as_root:
         popen.update(user=NOBODY, group=NOBODY, extra_groups=[])
-        if not _world_traversable(prefix):
-            runtime_source = _mirror_runtime(prefix, sys.version)
+        if not world_traversable(prefix):
+            runtime_source = mirror_runtime(prefix, sys.version)
     argv = [
         bwrap,
         "--unshare-all",
@@ -299,9 +187,9 @@ def _build_argv(spec: SandboxSpec) -> tuple[list[str], dict[str, Any]]:
     if prefix != Path("/usr"):
         argv += ["--ro-bind", str(runtime_source), str(prefix)]
     for name, text in SANDBOX_ETC.items():
-        argv += ["--ro-bind", str(_etc_file(name, text)), f"/etc/{name}"]
+        argv += ["--ro-bind", str(etc_file(name, text)), f"/etc/{name}"]
     argv += [
-        "--ro-bind", str(harness_dir), SANDBOX_HARNESS_DIR,
+        "--ro-bind", str(harness), SANDBOX_HARNESS_DIR,
         "--proc", "/proc",
         "--dev", "/dev",
         "--remount-ro", "/dev",  # bwrap's /dev is an unbounded tmpfs: only /dev/shm (bounded) stays writable

@@ -66,7 +66,9 @@ def parse_suite(label: Any) -> TestSuite:
             raise RecordError(f"assert label needs 'entry_point' (a function name); found {entry_point!r}")
         prelude = label.get("prelude")
         if prelude is not None and not isinstance(prelude, str):
-            raise RecordError(f"assert label 'prelude' must be source code (a string); found {_type(prelude)}")
+            raise RecordError(
+                f"assert label 'prelude' must be source code (a string); found {_type(prelude)}"
+            )
         return TestSuite(kind, [test], [None], entry_point=entry_point, prelude=prelude, **limits)
     inputs, outputs = label.get("inputs"), label.get("outputs")
     if not isinstance(inputs, list) or not isinstance(outputs, list):
