@@ -60,13 +60,16 @@ def smol_model(smollm2_dir: Path) -> Path:
     return smollm2_dir
 
 
-@pytest.mark.parametrize("name", ["smol", "smol-if"])
+@pytest.mark.parametrize("name", ["smol", "smol-if", "smol-if-rm"])
 def test_smol_recipes_validate_and_plan(cli, name: str, shared_data: Path):
     assert cli(["recipe", "validate", str(ROOT / "recipes" / f"{name}.yaml")]).exit_code == 0
     result = cli(["recipe", "plan", str(ROOT / "recipes" / f"{name}.yaml")])
     assert result.exit_code == 0, result.output
     assert "cascade rlvr --domain if" in result.output and "shared:real/prompts/" in result.output
     assert "--benchmarks ifeval" in result.output
+    if name == "smol-if-rm":  # IF-RL with the bonus, scored by the reward model the recipe trains first
+        assert "cascade rlhf rm --init smollm2-135m" in result.output
+        assert "if_rm_bonus=true reward_model=runs/smol-if-rm/rm" in result.output
 
 
 def test_smol_recipe_stages_and_splits():
