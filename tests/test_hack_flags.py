@@ -10,9 +10,11 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from cascade_cli.cli import app
+from cascade_cli.errors import CascadeUsageError
 from cascade_cli.evaluation.report import stage_eval_dir, write_report
 from cascade_cli.evaluation.run import write_results
 from cascade_cli.evaluation.scoring import score_benchmark
@@ -165,3 +167,46 @@ def test_report_command_warns_on_a_hack_and_real_gains_flags_it_too(tmp_path: Pa
     assert "gain that looks like a hack: ifeval rose +57.1 after `if_rl`" in text
     assert "| length_constraints | 6 | 100.0 | 0.0 (-100.0 [-100.0, -100.0]) |" in text
     json.dumps(table)  # gains.json
+
+
+def test_short_of_minimum_reads_each_length_constraint_as_ifeval_counts_it() -> None:
+    from cascade_cli.evaluation.instruction_groups import asked_minimum, short_of_minimum
+
+    label = {
+        "instruction_id_list": [
+            "length_constraints:number_sentences", "length_constraints:number_words",
+            "length_constraints:number_paragraphs", "length_constraints:nth_paragraph_first_word",
+            "punctuation:no_comma",
+        ],
+        "kwargs": [{"relation": "at least", "num_sentences": 3}, {"relation": "less than", "num_words": 5},
+                   {"num_paragraphs": 2}, {"num_paragraphs": 3, "nth_paragraph": 1, "first_word": "one"}, {}],
+    }  # fmt: skip
+    rows = [
+        {"benchmark": "ifeval", "id": "a", "label": label, "response": "One. Two.\n***\nThree. Four."},
+        {
+            "benchmark": "ifeval",
+            "id": "b",
+            "label": label,
+            "response": "<think>x</think>One.\n\nTwo.\n\nThree.",
+        },
+    ]
+    short = short_of_minimum(rows, "ifeval")
+    # a maximum (less than 5 words) and other instructions are not minimums: only places 0, 2 and 3 count
+    assert set(short) == {("a", 0), ("a", 2), ("a", 3), ("b", 0), ("b", 2), ("b", 3)}
+    assert [short[("a", i)] for i in (0, 2, 3)] == [
+        [False],
+        [False],
+        [True],
+    ]  # 4 sentences, 2 *** parts, 1 block
+    assert [short[("b", i)] for i in (0, 2, 3)] == [[False], [True], [False]]  # the answer after </think>
+    assert (
+        asked_minimum("length_constraints:number_words", {"relation": "at least"}) is None
+    )  # a broken label
+
+
+def test_a_malformed_samples_line_names_the_file_and_row(tmp_path: Path) -> None:
+    _run(tmp_path, {"base": _base(2, 0), "if_rl": {"ifeval": [(LOWER, SHORT_LOWER)] * 2}})
+    samples = stage_eval_dir(tmp_path, "if_rl") / "samples.jsonl"
+    samples.write_text(samples.read_text() + "{broken\n")
+    with pytest.raises(CascadeUsageError, match=r"if_rl/samples.jsonl: row 3: malformed JSON"):
+        write_report(tmp_path)
