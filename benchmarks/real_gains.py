@@ -6,13 +6,16 @@ the recipe's own outputs: RUN/eval/<stage>/samples.jsonl (one verdict per proble
 cascade_stage.json (metrics and wall time). Prints and writes OUT/gains.md and OUT/gains.json, and plots OUT/gains.png:
 
 - stage x benchmark: the median response length in words beside each score (a score can rise because
-  answers shrank: `benchmarks/if_breakdown.py` shows where an IF gain comes from);
+  answers shrank);
 - stage x benchmark: the headline score (IFEval prompt-level strict; accuracy / pass@1 otherwise) with a 95%
   bootstrap interval over problems, and the change from the stage before with a paired bootstrap interval
   (the same resampled problems on both sides);
 - the reward model's held-out pairwise accuracy (before -> after), RLHF's mean reward-model score on its
   held-out prompts (before -> after), each RL stage's greedy held-out accuracy on its own domain;
-- the wall time of every stage and evaluation.
+- the wall time of every stage and evaluation;
+- gains that look like a hack (the score rose while the median answer halved, an instruction group fell by
+  more than its interval, or more answers fell short of the length asked for: cascade's
+  evaluation/hack_flags.py, the same flags as `cascade report`), and IFEval's and IFBench's per-group tables.
 
     python benchmarks/real_gains.py --recipe recipes/smol-if.yaml [--seeds 0 1] [--out runs/real_gains]
         [--max-tokens 512] [--report-only] [override ...]
@@ -26,15 +29,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-BOOTSTRAP_DRAWS = 2000
+from cascade_cli.evaluation.hack_flags import flag_line, hack_flags
+from cascade_cli.evaluation.instruction_groups import median_words, render_group_tables, stage_breakdown
+from cascade_cli.evaluation.intervals import bootstrap
 
 
 def run_seed(recipe: str, seed: int, out: Path, max_tokens: int, overrides: list[str]) -> None:
@@ -133,27 +136,6 @@ def per_problem(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     return {name: {pid: sum(v) / len(v) for pid, v in problems.items()} for name, problems in scores.items()}
 
 
-def median_words(rows: list[dict[str, Any]]) -> dict[str, float]:
-    """benchmark -> the median length of its responses in words (a score can rise because answers shrank)."""
-    lengths: dict[str, list[int]] = {}
-    for row in rows:
-        lengths.setdefault(row["benchmark"], []).append(len(str(row.get("response", "")).split()))
-    return {name: statistics.median(values) for name, values in lengths.items()}
-
-
-def bootstrap(
-    values: list[float], paired: list[float] | None = None, seed: int = 0, scale: float = 100
-) -> tuple[float, float, float]:
-    """(mean, low, high) of the mean of `values` (minus `paired`, problem by problem), 95% interval, times
-    `scale` (100: points of a 0-1 score)."""
-    diffs = values if paired is None else [a - b for a, b in zip(values, paired, strict=True)]
-    rng = random.Random(seed)
-    n = len(diffs)
-    means = sorted(sum(diffs[rng.randrange(n)] for _ in range(n)) / n for _ in range(BOOTSTRAP_DRAWS))
-    low, high = means[int(0.025 * BOOTSTRAP_DRAWS)], means[int(0.975 * BOOTSTRAP_DRAWS) - 1]
-    return scale * sum(diffs) / n, scale * low, scale * high
-
-
 def stage_order(run_dir: Path) -> tuple[list[str], list[str]]:
     """(every stage in run order, the evaluated ones: `base` and each stage that produced a model)."""
     stages = json.loads((run_dir / "run.json").read_text())["stage_order"]
@@ -205,6 +187,9 @@ def seed_table(run_dir: Path) -> dict[str, Any]:
                     row.update(delta=delta, delta_ci=[dlow, dhigh])
             rows.append(row)
         table["benchmarks"][name] = rows
+    table["groups"] = stage_breakdown(stages, samples)
+    headline = {name: {row["stage"]: row["score"] for row in rows} for name, rows in table["benchmarks"].items()}
+    table["hack_flags"] = hack_flags(table["groups"], headline)
     return table
 
 
@@ -240,6 +225,9 @@ def render(tables: dict[int, dict[str, Any]]) -> str:
                 text = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in shown.items())
                 lines.append(f"- {stage} ({facts.get('kind')}): {text}")
         lines.append("")
+        flags = table.get("hack_flags", [])
+        lines += [f"- ⚠ gain that looks like a hack: {flag_line(flag)}" for flag in flags] + ([""] if flags else [])
+        lines += render_group_tables(table.get("groups", {}))
     return "\n".join(lines)
 
 

@@ -60,13 +60,16 @@ def smol_model(smollm2_dir: Path) -> Path:
     return smollm2_dir
 
 
-@pytest.mark.parametrize("name", ["smol", "smol-if"])
+@pytest.mark.parametrize("name", ["smol", "smol-if", "smol-if-rm"])
 def test_smol_recipes_validate_and_plan(cli, name: str, shared_data: Path):
     assert cli(["recipe", "validate", str(ROOT / "recipes" / f"{name}.yaml")]).exit_code == 0
     result = cli(["recipe", "plan", str(ROOT / "recipes" / f"{name}.yaml")])
     assert result.exit_code == 0, result.output
     assert "cascade rlvr --domain if" in result.output and "shared:real/prompts/" in result.output
     assert "--benchmarks ifeval" in result.output
+    if name == "smol-if-rm":  # IF-RL with the bonus, scored by the reward model the recipe trains first
+        assert "cascade rlhf rm --init smollm2-135m" in result.output
+        assert "if_rm_bonus=true reward_model=runs/smol-if-rm/rm" in result.output
 
 
 def test_smol_recipe_stages_and_splits():
@@ -135,3 +138,26 @@ def test_real_gains_gives_the_held_out_reward_change_an_interval(tmp_path: Path)
     assert mean == "+0.325"  # (0.5 + 0.3 + 0.5 + 0.0) / 4
     low, high = (float(x) for x in interval.strip("[]").split(", "))
     assert 0.0 <= low < 0.325 < high <= 0.5
+
+
+@pytest.mark.slow
+def test_shortened_smol_if_rm_run_trains_the_reward_model_then_if_rl_with_its_bonus(
+    cli, tmp_path: Path, smol_model: Path, shared_data: Path
+):
+    run_dir = tmp_path / "smol-if-rm"
+    short = [
+        "stages.data_pref.limit=24", "stages.data_pref.holdout=6", "stages.data_if_seed.limit=4",
+        "stages.data_if.limit=10", "stages.data_if.holdout=2", "stages.rm.max_steps=2", "stages.rm.batch_size=4",
+        "stages.rm.micro_batch=4", "stages.rm.max_seq_len=128", "stages.if_rl.steps=1",
+        "stages.if_rl.prompts_per_step=2", "stages.if_rl.group_size=2", "stages.if_rl.max_response_len=8",
+        "stages.if_rl.eval_limit=2", "stages.if_rl.eval_max_new_tokens=8", "stages.if_rl.dynamic_filter=false",
+        "eval.limit=2", "eval.max_tokens=8",
+    ]  # fmt: skip
+    result = cli(["recipe", "run", str(ROOT / "recipes" / "smol-if-rm.yaml"), f"model={smol_model}",
+                  f"run_dir={run_dir}", *short])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    run = json.loads((run_dir / "run.json").read_text())
+    assert all(run["stages"][name]["status"] == "completed" for name in run["stage_order"])
+    manifest = read_manifest(run_dir / "if_rl")
+    assert manifest["config"]["if_rm_bonus"] is True and manifest["config"]["reward_model"] == str(run_dir / "rm")
+    assert "hack_flags" in run["report"] and (run_dir / "report.md").is_file()

@@ -93,16 +93,23 @@ def report_command(
     fail_on_regression: Annotated[
         bool, typer.Option("--fail-on-regression", help="Exit 1 when a regression is flagged.")
     ] = False,
+    fail_on_hack: Annotated[
+        bool,
+        typer.Option("--fail-on-hack", help="Exit 1 when a gain looks like a hack (answers halved, a group fell, "
+                     "answers short of the length asked for)."),
+    ] = False,
     best: Annotated[
         str | None,
         typer.Option("--best", help="Only print the name of this benchmark's best stage (a tie: the later one)."),
     ] = None,
 ) -> None:
-    """Write report.md (stage x benchmark table with deltas, each benchmark's best stage starred) and report.png
-    (scores across stages).
+    """Write report.md (stage x benchmark table with deltas, each benchmark's best stage starred; from the
+    stages' samples.jsonl, IFEval's and IFBench's per-group tables and the gains that look like a hack) and
+    report.png (scores across stages).
 
     Example: [bold]cascade report runs/tiny --max-regression 3[/]
     """
+    from cascade_cli.evaluation.hack_flags import flag_line
     from cascade_cli.evaluation.report import best_stage_of, write_report
 
     if best is not None:
@@ -114,8 +121,10 @@ def report_command(
         print_warning(
             f"{regression['benchmark']} fell {-regression['delta']:.1f} points after stage {regression['stage']}"
         )
+    for flag in report["hack_flags"]:
+        print_warning(f"looks like a hack: {flag_line(flag)}")
     console.print(f"report: {report['markdown']}  plot: {report['plot']}")
-    if fail_on_regression and report["regressions"]:
+    if (fail_on_regression and report["regressions"]) or (fail_on_hack and report["hack_flags"]):
         raise typer.Exit(1)
 
 

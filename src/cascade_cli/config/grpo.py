@@ -210,17 +210,33 @@ class RLVRConfig(GRPOConfig):
     # if | math | code | swe: picks the verifier that scores each response.
     domain: str = MISSING
     # IF-RL of the thinking models: a passing response also gets sigmoid(group z-score of the reward model's
-    # score); the reward service computes it (`cascade verify --serve --reward-model CKPT`, engine openrlhf).
+    # score); local engine: the model at reward_model scores the answers; openrlhf: the reward service does
+    # (`cascade verify --serve --reward-model CKPT`).
     if_rm_bonus: bool = False
+    # Reward-model checkpoint (RLHF's, `${stages.rm.out}` in a recipe) for if_rm_bonus on the local engine.
+    reward_model: Optional[str] = None
+    rm_batch_size: int = 32  # sequences per reward-model forward (if_rm_bonus, local engine)
+    rm_max_len: int = 4096  # longer (prompt + answer) texts keep their last rm_max_len tokens (if_rm_bonus)
 
-    BOUNDS: ClassVar[dict[str, Bound]] = {"domain": one_of(*DOMAIN_MODES)}
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "domain": one_of(*DOMAIN_MODES), "reward_model": TEXT, "rm_batch_size": at_least(1),
+        "rm_max_len": at_least(1),
+    }  # fmt: skip
 
     def check(self) -> None:
         super().check()
         if self.if_rm_bonus and self.domain != "if":
             raise CascadeUsageError(f"if_rm_bonus: only for domain if; found domain {self.domain!r}")
-        if self.if_rm_bonus and self.engine != "openrlhf":
-            raise CascadeUsageError("if_rm_bonus: the reward service computes it; use engine: openrlhf")
+        if self.reward_model and not (self.if_rm_bonus and self.engine == "local"):
+            raise CascadeUsageError(
+                "reward_model: read only by if_rm_bonus on the local engine (engine openrlhf: the reward service "
+                "loads it, `cascade verify --serve --reward-model CKPT`)"
+            )
+        if self.if_rm_bonus and self.engine == "local" and not self.reward_model:
+            raise CascadeUsageError(
+                "if_rm_bonus: the local engine needs reward_model=CKPT (RLHF's reward model, `${stages.rm.out}` "
+                "in a recipe)"
+            )
         if self.engine == "openrlhf" and not self.cluster.reward_urls:
             raise missing_reward("cluster.reward_urls")
 

@@ -4,6 +4,8 @@ Run directory layout read here:
     RUN_DIR/run.json                   stage order: `stage_order` (as `recipe run` writes it), else `stages`
                                        (a list of names, or a mapping name -> record, in run order)
     RUN_DIR/eval/<stage>/results.json  what `cascade eval --out RUN_DIR/eval/<stage>` writes
+    RUN_DIR/eval/<stage>/samples.jsonl (optional) its answers and verdicts: the per-group tables of IFEval and
+                                       IFBench and the flags on gains that look like a hack (hack_flags.py)
 Stages with results but not listed in run.json come first when named `base`/`init`, else last (by time).
 Without run.json the stages are ordered by their results' `evaluated_at`.
 """
@@ -16,6 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.evaluation.hack_flags import hack_flags, render_flags
+from cascade_cli.evaluation.instruction_groups import (
+    SAMPLES_NAME,
+    read_samples,
+    render_group_tables,
+    stage_breakdown,
+)
 
 RUN_MANIFEST = "run.json"
 EVAL_DIR = "eval"
@@ -186,7 +195,10 @@ def render_markdown(
     labels: dict[str, dict[str, str]],
     regressions: list[dict[str, Any]],
     max_regression: float,
+    answers: tuple[dict[str, dict[str, Any]], list[dict[str, Any]]] = ({}, []),
 ) -> str:
+    """The report; `answers`: (instruction_groups.stage_breakdown, hack_flags) from the stages' samples."""
+    breakdown, flags = answers
     flagged = {(r["benchmark"], r["stage"]) for r in regressions}
     lines = [
         f"# Cascade report: {run_dir.name}",
@@ -218,7 +230,17 @@ def render_markdown(
         ]
     else:
         lines.append("None.")
-    lines += ["", f"![scores by stage]({REPORT_PNG})", ""]
+    lines += [""]
+    if breakdown:
+        lines += render_flags(flags)
+        groups = render_group_tables(breakdown)
+        if groups:
+            lines += [
+                "## Instruction groups (percent followed, strict; paired 95% interval of the change)",
+                "",
+            ]
+            lines += groups
+    lines += [f"![scores by stage]({REPORT_PNG})", ""]
     return "\n".join(lines)
 
 
@@ -300,15 +322,25 @@ def _plain(text: str) -> str:
 def write_report(
     run_dir: str | Path, max_regression: float = 3.0, out_dir: str | Path | None = None
 ) -> dict[str, Any]:
-    """Write report.md and report.png for a run directory; returns the table, regressions and paths."""
+    """Write report.md and report.png for a run directory; returns the table, regressions, the flags on gains
+    that look like a hack, the per-stage answer breakdown (median length, instruction groups) and paths."""
     run_dir = Path(run_dir)
     stages, results = load_stage_results(run_dir)
     benchmarks, table, labels, regressions = build_table(stages, results, max_regression)
+    samples = {
+        stage: read_samples(stage_eval_dir(run_dir, stage) / SAMPLES_NAME)
+        for stage in stages
+        if (stage_eval_dir(run_dir, stage) / SAMPLES_NAME).is_file()
+    }
+    breakdown = stage_breakdown(stages, samples)
+    flags = hack_flags(breakdown, table)
     out = Path(out_dir) if out_dir is not None else run_dir
     out.mkdir(parents=True, exist_ok=True)
     markdown_path, plot_path = out / REPORT_MD, out / REPORT_PNG
     markdown_path.write_text(
-        render_markdown(run_dir, stages, benchmarks, table, labels, regressions, max_regression)
+        render_markdown(
+            run_dir, stages, benchmarks, table, labels, regressions, max_regression, (breakdown, flags)
+        )
     )
     render_plot(plot_path, stages, benchmarks, table, regressions, f"Scores by stage: {run_dir.name}")
     return {
@@ -319,6 +351,8 @@ def write_report(
         "table": table,
         "best": {name: best_stage(table[name], stages) for name in benchmarks},
         "regressions": regressions,
+        "hack_flags": flags,
+        "groups": breakdown,
         "markdown": str(markdown_path),
         "plot": str(plot_path),
     }

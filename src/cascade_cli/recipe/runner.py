@@ -209,7 +209,7 @@ def run_recipe(
         from cascade_cli.evaluation import write_report
 
         report = write_report(run_dir, max_regression=recipe.eval.max_regression)
-        manifest["report"] = {key: report[key] for key in ("markdown", "plot", "regressions", "best")}
+        manifest["report"] = {key: report[key] for key in ("markdown", "plot", "regressions", "hack_flags", "best")}
         _write_run_manifest(run_dir, manifest)
         print_done(f"{report['markdown']}  plot: {report['plot']}", label="report:")
     console.print(timing_table(manifest, [stage.name for stage in selected]))

@@ -19,7 +19,6 @@ The RM is the Bradley-Terry checkpoint of `cascade rlhf rm` / OpenRLHF's train_r
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -32,7 +31,7 @@ from cascade_cli.verifiers.reward_model import (
     RewardModelScorer,
     apply_code_switch_penalty,
     code_switch_checks,
-    group_z,
+    if_rm_rewards,
     rm_input,
     shape,
 )
@@ -90,18 +89,16 @@ def rlhf_results(records: list[dict[str, Any]], rm: list[float], options: dict[s
 
 
 def if_rm_results(records: list[dict[str, Any]], verified: list[RowResult], rm: list[float]) -> list[RowResult]:
-    """R_IF + sigmoid(z) for passing responses, 0 otherwise; z within each prompt's group of RM scores."""
-    z = [0.0] * len(records)
-    for group in groups_of(records):
-        for index, value in zip(group, group_z([rm[i] for i in group]), strict=True):
-            z[index] = value
-    out = []
-    for result, score, zi in zip(verified, rm, z, strict=True):
-        bonus = 1.0 / (1.0 + math.exp(-zi))
-        reward = result.reward + bonus if result.passed and result.reward >= 1.0 else 0.0
-        out.append(RowResult(reward, result.passed, {**result.details, "rm_score": score, "rm_z": zi, "score": result.reward},
-                             result.latency_s, result.error))
-    return out
+    """R_IF + sigmoid(z) for passing responses, 0 otherwise; z within each prompt's group of RM scores (the one
+    definition: verifiers/reward_model.if_rm_rewards, which the local engine's IF-RL uses too)."""
+    rewards = if_rm_rewards(
+        [r.reward for r in verified], [r.passed for r in verified], rm, [r["prompt"] for r in records]
+    )
+    return [
+        RowResult(reward, result.passed, {**result.details, "rm_score": score, "rm_z": zi, "score": result.reward},
+                  result.latency_s, result.error)  # fmt: skip
+        for result, score, (reward, zi) in zip(verified, rm, rewards, strict=True)
+    ]
 
 
 async def score_with_rm(

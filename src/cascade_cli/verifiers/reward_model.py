@@ -9,6 +9,10 @@ trainer's evaluation (engines/local/reward_model.py) and the reward service (ser
             answer of OpenRLHF's `serve_rm` at an http(s) URL (`{"query": [...]}` -> `{"rewards": [...]}`);
   penalty   a code-switching response (the `language` verifier) gets the batch's lowest score minus a margin;
   shaping   optional: each group's rewards z-scored, then tanh.
+
+IF-RL's reward-model bonus (the paper's thinking models, §4.4) is defined here too, for the local engine's IF-RL
+(engines/local/if_rm_bonus.py) and the reward service (`if_rm`): R_IF + sigmoid(z) when the IF verifier passes
+(R_IF = 1), else 0, where z is the RM score of the same text as RLHF's, z-scored within the prompt's group.
 """
 
 from __future__ import annotations
@@ -154,3 +158,21 @@ def zscore_tanh(rewards: list[float], eps: float = 1e-6) -> list[float]:
 def shape(rewards: list[float], shaping: str) -> list[float]:
     """One group's rewards under `shaping` (none | zscore_tanh)."""
     return zscore_tanh(rewards) if shaping == "zscore_tanh" else list(rewards)
+
+
+def if_rm_rewards(
+    r_if: list[float], passed: list[bool], rm_scores: list[float], group_keys: list[Any]
+) -> list[tuple[float, float]]:
+    """(reward, z) per response: R_IF + sigmoid(z) for a response that passes every instruction (R_IF = 1),
+    else 0; z: its RM score z-scored among the responses with the same group key (one prompt's samples)."""
+    members: dict[Any, list[int]] = {}
+    for index, key in enumerate(group_keys):
+        members.setdefault(key, []).append(index)
+    z = [0.0] * len(rm_scores)
+    for group in members.values():
+        for index, value in zip(group, group_z([rm_scores[i] for i in group]), strict=True):
+            z[index] = value
+    return [
+        (reward + 1.0 / (1.0 + math.exp(-zi)) if ok and reward >= 1.0 else 0.0, zi)
+        for reward, ok, zi in zip(r_if, passed, z, strict=True)
+    ]

@@ -33,6 +33,7 @@ from cascade_cli.engines.local import heldout, lora, optim, precision, rl_data, 
 from cascade_cli.engines.local.compute import autocast, bf16_supported
 from cascade_cli.engines.local.generation import Generator
 from cascade_cli.engines.local.grad_checkpointing import fitting_micro_batch
+from cascade_cli.engines.local.if_rm_bonus import with_rm_bonus
 from cascade_cli.engines.local.logprobs import response_hidden, token_logprobs
 from cascade_cli.engines.local.losses import grpo_loss
 from cascade_cli.engines.local.rl_data import KeepRate, PromptSampler, prompt_mode, render_row
@@ -465,4 +466,6 @@ def run_rlvr(config: RLVRConfig) -> dict[str, Any]:
     if stage.completed is not None:
         return stage.completed
     reward = rl_rewards.VerifierReward(config.domain, workers=config.verify_workers, options=options)
-    return run_grpo(config, reward, domain=config.domain, mode=mode, rows=rows, eval_rows=eval_rows, stage=stage)
+    # IF-RL's reward-model bonus: the RLHF reward model on the policy's device (if_rm_bonus.py)
+    hook, setup = with_rm_bonus(config, reward) if config.if_rm_bonus else (reward, None)
+    return run_grpo(config, hook, domain=config.domain, mode=mode, rows=rows, eval_rows=eval_rows, stage=stage, setup=setup)
