@@ -202,13 +202,15 @@ def test_preference_ties_are_skipped_and_listed_but_do_not_fail(tmp_path):
     assert record["row"] == 2 and record["skipped"] is True and "tie" in record["reason"]
 
 
-def test_csv_row_with_extra_cells_is_rejected_by_row_number(tmp_path):
+def test_csv_rows_with_extra_cells_or_an_empty_answer_are_rejected_by_row_number(tmp_path):
     source = tmp_path / "qa.csv"
-    source.write_text('prompt,completion\n"a?",b\n"c?",d,EXTRA\n"e?",f\n')
+    source.write_text('prompt,completion\n"a?",b\n"c?",d,EXTRA\n"e?",f\n"g?",\n')
     rows, card, out = _prepare(tmp_path, source, "max_rejected=0.5")
-    assert len(rows) == 2 and card["counts"]["rejected"] == 1
-    record = json.loads((out / "rejected.jsonl").read_text())
-    assert record["row"] == 2 and "more cell(s) than the 2 columns" in record["reason"]
+    assert _answers(rows) == ["b", "f"] and card["counts"]["rejected"] == 2
+    records = [json.loads(line) for line in (out / "rejected.jsonl").read_text().splitlines()]
+    assert [record["row"] for record in records] == [2, 4]
+    assert "more cell(s) than the 2 columns" in records[0]["reason"]
+    assert records[1]["reason"].startswith("column 'completion' is empty")  # not kept as a bare prompt
 
 
 def test_rows_that_fit_nothing_are_rejected_not_dropped(tmp_path):

@@ -162,3 +162,16 @@ def text_columns_as_text(row: dict[str, Any]) -> dict[str, Any]:
         if isinstance(fixed.get(column), list):
             fixed[column] = _turns_as_text(fixed[column])
     return fixed
+
+
+ANSWER_COLUMNS: tuple[str, ...] = ("completion", "response", "output", "chosen", "rejected")
+
+
+def empty_answer_column(row: dict[str, Any]) -> str | None:
+    """The first answer column the row has but leaves empty (null or blank), else None."""
+    for column in ANSWER_COLUMNS:
+        if column in row and (
+            row[column] is None or (isinstance(row[column], str) and not row[column].strip())
+        ):
+            return column
+    return None

@@ -20,7 +20,7 @@ from cascade_cli.config.structure import to_plain
 from cascade_cli.console import print_warning
 from cascade_cli.data import constraints, tiny_tasks
 from cascade_cli.data.card import data_card, fingerprint_files, print_summary
-from cascade_cli.data.columns import check_map_targets, text_columns_as_text
+from cascade_cli.data.columns import check_map_targets, empty_answer_column, text_columns_as_text
 from cascade_cli.data.decontaminate import FilterResult, NgramIndex, build_index, filter_rows
 from cascade_cli.data.formats import FormatError, check_format, convert_rows
 from cascade_cli.data.io import CARD_FILE, DATA_FILE, HELDOUT_FILE, pref_pair
@@ -168,6 +168,9 @@ def _convert(config: PrepareDataConfig, raw: dict[str, Any], where: str, number:
     """(rows for normalize_row, the format's domain) of one raw row; FormatError/CascadeUsageError when it
     does not fit."""
     mapped = text_columns_as_text(apply_field_map(raw, dict(config.map), f"{where}: row {number}"))
+    empty = empty_answer_column(mapped)
+    if empty:  # else the row would pass as a bare prompt, its missing answer unnoticed
+        raise FormatError(f"column '{empty}' is empty (the answer this row trains on)")
     if config.format in PREFERENCE_FORMATS:  # a preference source: raw rows -> pairs first
         pair = preference_row(mapped, config.format, f"{where}: row {number}")
         return ([] if pair is None else [pair]), None
