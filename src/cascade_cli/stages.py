@@ -63,6 +63,10 @@ class StageKind:
                     check_hub(getattr(config, key, None), key)
                 if config.out:
                     files.output_dir(config.out, key="out")
+            if "data" in self.flags and self.kind in STAGE_DATA_KINDS:  # a raw file or hub id: into OUT/data
+                from cascade_cli.data.stage_data import prepared_stage_data
+
+                config.data = prepared_stage_data(config)
         except CascadeUsageError as error:
             where = f"stage {config.name}" if config.name else " ".join(self.command)
             raise CascadeUsageError(f"{where}: {error}") from None
@@ -77,6 +81,8 @@ def load(target: str) -> Any:
 
 
 TRAINING_OPTIONS = ("engine", "dry_run", "restart")  # on every training command
+# Kinds whose `data` may be a raw file, a folder of shards or a hub id, prepared on the fly into OUT/data.
+STAGE_DATA_KINDS = ("sft", "reward_model", "rlhf", "rlvr", "distill")
 MODEL_KEYS = ("init", "reward_model")  # config keys that name a model spec
 # Read in OpenRLHF 0.11.2's source (README, Engines): the truncated importance weight is there
 # (--algo.advantage.is_correction_*), the teachers are not.
