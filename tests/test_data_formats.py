@@ -36,6 +36,8 @@ EXPECTED = {
     "prompts.jsonl": ("prompts", "general"),
     # TRL's prompt/completion layouts, conversational and standard (data/formats_trl.py)
     "trl_prompt_completion.jsonl": ("trl-prompt-completion", "sft"),
+    # verl's RL parquet layout (data/formats_verl.py)
+    "verl.jsonl": ("verl", "math"),
 }
 
 

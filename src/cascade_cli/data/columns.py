@@ -91,6 +91,10 @@ FORMAT_COLUMNS: tuple[str, ...] = (
     "score_chosen",
     "score_rejected",
     "prompt_id",
+    "data_source",
+    "ability",
+    "reward_model",
+    "extra_info",
 )
 TARGETS: frozenset[str] = frozenset((*CANONICAL, *GENERIC, *FORMAT_COLUMNS))
 

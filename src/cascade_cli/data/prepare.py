@@ -164,7 +164,9 @@ def preference_row(row: dict[str, Any], fmt: str, where: str) -> dict[str, Any] 
 NO_PAIR = "no preference pair (a tie, or no two ranked answers): nothing to train on"
 
 
-def _convert(config: PrepareDataConfig, raw: dict[str, Any], where: str, number: int) -> tuple[list, str | None]:
+def _convert(
+    config: PrepareDataConfig, raw: dict[str, Any], where: str, number: int
+) -> tuple[list, str | None]:
     """(rows for normalize_row, the format's domain) of one raw row; FormatError/CascadeUsageError when it
     does not fit."""
     mapped = text_columns_as_text(apply_field_map(raw, dict(config.map), f"{where}: row {number}"))
@@ -177,7 +179,9 @@ def _convert(config: PrepareDataConfig, raw: dict[str, Any], where: str, number:
     return convert_rows(mapped, config.format)  # one row, several (an OASST tree's pairs) or none (a tie)
 
 
-def _read_rows(config: PrepareDataConfig, source: Source, rejections: Rejections) -> tuple[list[dict[str, Any]], int]:
+def _read_rows(
+    config: PrepareDataConfig, source: Source, rejections: Rejections
+) -> tuple[list[dict[str, Any]], int]:
     """(canonical rows, source rows read); every source row that gives no row is in `rejections`."""
     rows_iter, total = _raw_rows(config, source)
     # With --add-constraints the source holds base prompts: they become `if` rows once the constraints are
@@ -325,7 +329,8 @@ def run_prepare_data(config: PrepareDataConfig) -> dict[str, Any]:
             rows = keep_rows(rows, list(config.keep_ids))
             if not rows:
                 raise CascadeUsageError(f"{source.spec}: no row has an id in keep_ids {list(config.keep_ids)}")
-            kept_by_id = [{"name": "keep_ids", "in": before, "out": len(rows), "removed_by": {"keep_ids": before - len(rows)}}]
+            removed_by = {"keep_ids": before - len(rows)}
+            kept_by_id = [{"name": "keep_ids", "in": before, "out": len(rows), "removed_by": removed_by}]
         rows += [row for spec in config.include for row in included_rows(spec)]
         train, heldout, dropped = split_holdout(rows, config.holdout, config.seed)
     check_disjoint(train, heldout)

@@ -92,7 +92,9 @@ def folder_files(path: Path, split: str = "train") -> list[Path]:
         chosen = [file for file in files if splits[file] == split]
         if not chosen:
             found = ", ".join(sorted(set(splits.values())))
-            raise CascadeUsageError(f"{path}: no shards of split {split!r}; found splits {found} (choose with split=NAME)")
+            raise CascadeUsageError(
+                f"{path}: no shards of split {split!r}; found splits {found} (choose with split=NAME)"
+            )
         return chosen
     return files
 
