@@ -230,3 +230,16 @@ def test_map_target_typo_exits_2_with_a_did_you_mean(tmp_path, cli):
     assert result.exit_code == 2
     assert "map: 'responze' is not a column prepare-data reads; did you mean 'response'?" in result.output
     assert not (tmp_path / "o" / "data.jsonl").exists()
+
+
+def test_json_list_entry_that_is_not_an_object_is_rejected_by_row_number(tmp_path):
+    source = tmp_path / "qa.json"
+    source.write_text(
+        json.dumps(
+            [{"prompt": "a?", "completion": "b"}, ["not", "a", "row"], {"prompt": "c?", "completion": "d"}]
+        )
+    )
+    rows, card, out = _prepare(tmp_path, source, "max_rejected=0.5")
+    assert _answers(rows) == ["b", "d"]
+    record = json.loads((out / "rejected.jsonl").read_text())
+    assert record["row"] == 2 and record["reason"] == "expected a JSON object, found list"

@@ -99,14 +99,14 @@ def folder_files(path: Path, split: str = "train") -> list[Path]:
     return files
 
 
-def _iter_json_file(path: Path) -> RawRows:
+def _iter_json_file(path: Path) -> SourceRows:
     """A .json file holding a list of objects (or {"data": [...]}) or, as many hub dumps do, JSON Lines."""
     text = path.read_text(encoding="utf-8")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
         if error.msg == "Extra data":  # one object per line under a .json name
-            yield from iter_jsonl(path)
+            yield from _iter_jsonl_rows(path)  # a malformed line rejects that row only
             return
         raise CascadeUsageError(
             f"{path}: malformed JSON ({error.msg} at line {error.lineno} column {error.colno})"
@@ -123,9 +123,9 @@ def _iter_json_file(path: Path) -> RawRows:
         raise CascadeUsageError(f"{path}: expected a list of JSON objects, found {type(data).__name__}")
     for number, row in enumerate(data, start=1):
         if not isinstance(row, dict):
-            raise CascadeUsageError(
-                f"{path}: row {number}: expected a JSON object, found {type(row).__name__}"
-            )
+            reason = f"expected a JSON object, found {type(row).__name__}"
+            yield number, RowUnreadable(str(path), number, reason, json.dumps(row))
+            continue
         yield number, row
 
 
@@ -176,7 +176,7 @@ def iter_source_rows(path: Path) -> SourceRows:
     if suffix in (".csv", ".tsv"):
         return _iter_delimited(path, "," if suffix == ".csv" else "\t")
     if suffix == ".json":
-        return _iter_json_file(path)  # type: ignore[return-value]
+        return _iter_json_file(path)
     return iter_parquet(path)  # type: ignore[return-value]
 
 

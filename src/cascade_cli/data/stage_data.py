@@ -68,6 +68,8 @@ def needs_preparing(kind: str, data: str) -> bool:
             return True  # .csv, .tsv
         row = _first_row(path)
         return row is None or not stage_reads_as_is(kind, row)
+    if path.parent != Path(".") and path.parent.is_dir():
+        return False  # a local path that is not there: the stage's loader says "file not found"
     from cascade_cli.data.sources import parse_source
 
     return parse_source(data).kind == "hub"  # else a usage error: file not found
