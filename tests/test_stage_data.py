@@ -89,6 +89,8 @@ def test_a_prepared_folder_or_a_file_the_stage_reads_is_used_as_it_is(tmp_path, 
         "rlvr", str(_write_jsonl(tmp_path / "math.jsonl", [{"problem": "1+1?", "answer": "2"}]))
     )
     assert not needs_preparing("sft", str(prepared / "missing"))  # a local path that is not there
+    assert not needs_preparing("sft", "rows.jsonl") and not needs_preparing("sft", str(tmp_path / "empty"))
+    assert needs_preparing("sft", "HuggingFaceH4/ultrachat_200k") and needs_preparing("sft", "gsm8k")
     result = _sft(cli, prepared, tmp_path / "sft")
     assert result.exit_code == 0, result.output
     assert not (tmp_path / "sft" / "data").exists()

@@ -20,6 +20,7 @@ from cascade_cli.errors import CascadeUsageError
 from cascade_cli.records import DATA_FILE, ROW_SUFFIXES, iter_rows
 
 PREPARED_DIR = "data"  # OUT/data
+SOURCE_SUFFIXES = (".jsonl", ".json", ".parquet", ".csv", ".tsv")  # what prepare-data reads (data/sources.py)
 # Stage kind -> the domain its rows are prepared as (None: read from each row).
 KIND_DOMAINS: dict[str, str | None] = {
     "sft": "sft",
@@ -58,21 +59,32 @@ def _first_row(path: Path) -> dict[str, Any] | None:
         return None  # unreadable as canonical rows (a malformed line): prepare-data names the row
 
 
+def _holds_data_files(folder: Path) -> bool:
+    return any(p.suffix.lower() in SOURCE_SUFFIXES and p.is_file() for p in folder.rglob("*"))
+
+
+def looks_like_hub_id(data: str) -> bool:
+    """`NAME` or `OWNER/NAME` with no file suffix, whose OWNER is not a local folder."""
+    path = Path(data)
+    if path.suffix.lower() in SOURCE_SUFFIXES or data.startswith((".", "/", "~")) or data.count("/") > 1:
+        return False
+    return data.count("/") == 0 or not path.parent.is_dir()
+
+
 def needs_preparing(kind: str, data: str) -> bool:
-    """True when `data` is not a prepared folder nor a file the stage reads as it is."""
+    """True when `data` is not a prepared folder nor a file the stage reads as it is: a raw file, a folder of
+    data files (Hub shards) or a hub id. Anything else (a missing local path, an empty folder) is left to the
+    stage's loader, which says what is wrong (and a dry run does not read it at all)."""
     path = Path(data).expanduser()
     if path.is_dir():
-        return not ((path / DATA_FILE).is_file() or (path / "data.parquet").is_file())
+        prepared = (path / DATA_FILE).is_file() or (path / "data.parquet").is_file()
+        return not prepared and _holds_data_files(path)
     if path.is_file():
         if path.suffix not in ROW_SUFFIXES:
-            return True  # .csv, .tsv
+            return path.suffix.lower() in SOURCE_SUFFIXES  # .csv, .tsv
         row = _first_row(path)
         return row is None or not stage_reads_as_is(kind, row)
-    if path.parent != Path(".") and path.parent.is_dir():
-        return False  # a local path that is not there: the stage's loader says "file not found"
-    from cascade_cli.data.sources import parse_source
-
-    return parse_source(data).kind == "hub"  # else a usage error: file not found
+    return looks_like_hub_id(data)
 
 
 def prepare_command(data: str, out: Path, domain: str | None) -> str:
@@ -109,9 +121,7 @@ def _prepared(config: Any, data: str, folder: str) -> str:
     if config.dry_run:
         console.print(f"data {data}: would be prepared into {out}: {command}", soft_wrap=True, markup=False)
         return str(out)
-    console.print(
-        f"data {data}: not a prepared folder; preparing it into {out}", soft_wrap=True, markup=False
-    )
+    # (prepare-data's own summary says what was prepared where; a failure is one error line)
     from cascade_cli.data.prepare import build_prepare_config, run_prepare_data
 
     try:
