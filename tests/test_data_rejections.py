@@ -80,6 +80,7 @@ def test_hub_shard_folder_reads_the_split_asked_for(tmp_path):
     for index in range(2):  # the Hub's layout: data/train-00000-of-00002.parquet ...
         shard = [{"prompt": f"train {index}-{i}", "completion": f"answer {index}-{i}"} for i in range(3)]
         pq.write_table(pa.Table.from_pylist(shard), data / f"train-0000{index}-of-00002.parquet")
+    (tmp_path / "ultrachat" / "dataset_info.json").write_text('{"features": {}}')  # beside data/, not data
     test_rows = [{"prompt": "test 0", "completion": "answer"}]
     pq.write_table(pa.Table.from_pylist(test_rows), data / "test-00000-of-00001.parquet")
     rows, _, _ = _prepare(tmp_path, tmp_path / "ultrachat")

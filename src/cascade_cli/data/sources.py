@@ -73,18 +73,40 @@ def parse_source(spec: str, split: str = "train") -> Source:
     return Source(spec, "hub")
 
 
+# What prepare-data and the stages write beside the rows: never read as source rows of a folder.
+OUTPUT_FILES = frozenset(
+    {
+        "data_card.json",
+        "cascade_stage.json",
+        "rejected.jsonl",
+        "removed.jsonl",
+        "dropped.jsonl",
+        "pass_rate.json",
+    }
+)
+
+
+def _is_data_file(path: Path) -> bool:
+    return path.suffix.lower() in LOCAL_SUFFIXES and path.name not in OUTPUT_FILES and path.is_file()
+
+
+def _hidden(path: Path, root: Path) -> bool:
+    """Under a hidden folder of `root` (a Hub snapshot's .cache/, .git/)."""
+    return any(part.startswith(".") for part in path.relative_to(root).parts)
+
+
 def _data_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.suffix.lower() in LOCAL_SUFFIXES and p.is_file())
+    return sorted(p for p in folder.iterdir() if _is_data_file(p))
 
 
 def folder_files(path: Path, split: str = "train") -> list[Path]:
-    """The data files of a folder: its own, else those of its `data/` folder (the Hub's layout), else those
-    anywhere below it. Files named like Hub shards (`SPLIT-00000-of-00002.*`) are narrowed to `split`."""
-    files = _data_files(path)
-    if not files and (path / "data").is_dir():
-        files = _data_files(path / "data")
+    """The data files of a folder: those of its `data/` folder (the Hub's layout, beside a root that may hold
+    a dataset_info.json), else its own, else those anywhere below it (hidden folders skipped). Files named
+    like Hub shards (`SPLIT-00000-of-00002.*`) are narrowed to `split`."""
+    files = _data_files(path / "data") if (path / "data").is_dir() else []
+    files = files or _data_files(path)
     if not files:
-        files = sorted(p for p in path.rglob("*") if p.suffix.lower() in LOCAL_SUFFIXES and p.is_file())
+        files = sorted(p for p in path.rglob("*") if _is_data_file(p) and not _hidden(p, path))
     if not files:
         raise CascadeUsageError(f"{path}: directory holds no {SUFFIX_NAMES} files")
     splits = {file: match.group("split") for file in files if (match := SHARD_NAME.match(file.name))}
