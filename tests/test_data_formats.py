@@ -34,6 +34,10 @@ EXPECTED = {
     "hh_rlhf.jsonl": ("hh-rlhf", "pref"),
     "oasst_tree.jsonl": ("oasst-tree", "pref"),
     "prompts.jsonl": ("prompts", "general"),
+    # TRL's prompt/completion layouts, conversational and standard (data/formats_trl.py)
+    "trl_prompt_completion.jsonl": ("trl-prompt-completion", "sft"),
+    # verl's RL parquet layout (data/formats_verl.py)
+    "verl.jsonl": ("verl", "math"),
 }
 
 

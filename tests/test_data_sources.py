@@ -84,6 +84,10 @@ def test_jsonl_with_field_map_becomes_math_rows(tmp_path, cli):
         "heldout": 0,
         "dropped_holdout_overlap": 0,
         "removed_by_filters": 0,
+        "rejected": 0,
+        "skipped": 0,
+        "rejected_by_reason": {},
+        "skipped_by_reason": {},
     }
     assert card["by_domain_mode"] == {"math": {"think": 20}}
     assert card["fingerprint"] == fingerprint_files([out / "data.jsonl"])

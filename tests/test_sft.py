@@ -325,7 +325,8 @@ def test_cli_errors(tmp_path, tiny_dir, data_dir):
     assert "unknown key 'learning_rate'" in text
     text = _one_line_error(runner.invoke(app, [*base, "--data", str(data_dir), "max_steps=ten"]))
     assert "max_steps: wrong type" in text
-    text = _one_line_error(runner.invoke(app, [*base, "--data", str(tmp_path)]))
+    (tmp_path / "empty").mkdir()  # (a folder holding data files is prepared on the fly: tests/test_stage_data.py)
+    text = _one_line_error(runner.invoke(app, [*base, "--data", str(tmp_path / "empty")]))
     assert "no data.jsonl" in text
 
 

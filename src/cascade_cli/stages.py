@@ -17,6 +17,7 @@ from cascade_cli.errors import CascadeUsageError
 
 OPENRLHF_RUNNER = "cascade_cli.engines.openrlhf.runner:run_openrlhf_stage"
 JOBS = "cascade_cli.engines.openrlhf.jobs"
+EXTRA_ARGS = "cascade_cli.engines.openrlhf.extra_args:check_extra_args"  # openrlhf.extra_args: OpenRLHF's flags
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,10 @@ class StageKind:
                     check_hub(getattr(config, key, None), key)
                 if config.out:
                     files.output_dir(config.out, key="out")
+            if "data" in self.flags and self.kind in STAGE_DATA_KINDS:  # a raw file or hub id: into OUT/data
+                from cascade_cli.data.stage_data import prepared_stage_data
+
+                config.data = prepared_stage_data(config)
         except CascadeUsageError as error:
             where = f"stage {config.name}" if config.name else " ".join(self.command)
             raise CascadeUsageError(f"{where}: {error}") from None
@@ -76,6 +81,8 @@ def load(target: str) -> Any:
 
 
 TRAINING_OPTIONS = ("engine", "dry_run", "restart")  # on every training command
+# Kinds whose `data` may be a raw file, a folder of shards or a hub id, prepared on the fly into OUT/data.
+STAGE_DATA_KINDS = ("sft", "reward_model", "rlhf", "rlvr", "distill")
 MODEL_KEYS = ("init", "reward_model")  # config keys that name a model spec
 # Read in OpenRLHF 0.11.2's source (README, Engines): the truncated importance weight is there
 # (--algo.advantage.is_correction_*), the teachers are not.
@@ -93,17 +100,20 @@ _KINDS = (
               ("prepare-data",), ("source", "out"), produces_model=False, defaults_init=False,
               registry_check="cascade_cli.data.prepare:check_config"),
     StageKind("sft", "cascade_cli.config.sft:SFTConfig", "cascade_cli.engines.local.sft:run_sft",
-              ("sft",), ("init", "data", "out"), TRAINING_OPTIONS, openrlhf_jobs=f"{JOBS}:sft_jobs"),
+              ("sft",), ("init", "data", "out"), TRAINING_OPTIONS, openrlhf_jobs=f"{JOBS}:sft_jobs",
+              registry_check=EXTRA_ARGS),
     # Not a policy: the next stage's init skips it and the recipe does not generate with it. It starts from the
     # previous policy (the SFT checkpoint) like any stage.
     StageKind("reward_model", "cascade_cli.config.rm:RewardModelConfig",
               "cascade_cli.engines.local.reward_model:run_reward_model", ("rlhf", "rm"), ("init", "data", "out"),
-              ("eval_data", "skip_bad_rows", *TRAINING_OPTIONS), f"{JOBS}:reward_model_jobs", produces_model=False),
+              ("eval_data", "skip_bad_rows", *TRAINING_OPTIONS), f"{JOBS}:reward_model_jobs", produces_model=False,
+              registry_check=EXTRA_ARGS),
     StageKind("rlhf", "cascade_cli.config.rlhf:RLHFConfig", "cascade_cli.engines.local.rlhf:run_rlhf",
               ("rlhf",), ("init", "reward_model", "data", "out"), ("eval_data", *TRAINING_OPTIONS),
-              f"{JOBS}:rlhf_jobs"),
+              f"{JOBS}:rlhf_jobs", registry_check=EXTRA_ARGS),
     StageKind("rlvr", "cascade_cli.config.grpo:RLVRConfig", "cascade_cli.engines.local.grpo:run_rlvr",
-              ("rlvr",), ("domain", "init", "data", "out"), ("eval_data", *TRAINING_OPTIONS), f"{JOBS}:rlvr_jobs"),
+              ("rlvr",), ("domain", "init", "data", "out"), ("eval_data", *TRAINING_OPTIONS), f"{JOBS}:rlvr_jobs",
+              registry_check=EXTRA_ARGS),
     # Data, not a policy: samples with the previous policy (its `init`) and keeps the prompts inside a pass-rate
     # band, so the RL stage after it reads `${stages.NAME.out}` and starts from that same policy.
     StageKind("pass_rate_filter", "cascade_cli.data.pass_rate:PassRateFilterConfig",

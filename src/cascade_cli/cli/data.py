@@ -68,6 +68,9 @@ def prepare_data_command(
     Filters (counts in the data card, removed ids in OUT/removed.jsonl): --exclude-prompts-from keeps SFT and
     RL prompts disjoint; --decontaminate-against drops rows that overlap benchmark prompts. --format names the
     source's format (else read off the columns). `cascade prepare-data filter` keeps prompts by pass rate.
+    Sources: .jsonl/.json/.parquet/.csv/.tsv files, a folder of them (the Hub's data/ shards), a hub id.
+    A row that cannot be read or does not fit is rejected, with its row number and reason, into
+    OUT/rejected.jsonl; any rejection fails the run unless max_rejected=SHARE allows it (e.g. 0.05).
     More config keys go after the options as key=value (wrong_fraction=0.3 split=test ...).
 
     --add-constraints ifeval|ifbench turns prompt rows into IF-RL rows (verifiable constraints attached,

@@ -145,6 +145,16 @@ class LoRAConfig:
 
 
 @dataclass
+class OpenRLHFOptions:
+    """engine openrlhf: what cascade does not set itself. Ignored by the local engine (with a warning)."""
+
+    # OpenRLHF flags passed to the stage's jobs as written, after cascade's own (a flag given twice: the later
+    # wins), each checked against OpenRLHF 0.11.2's flag table of the job's CLI (train_sft, train_rm,
+    # train_ppo_ray), e.g. [--vllm.gpu_memory_utilization, "0.7", --ds.zero_stage, "3"].
+    extra_args: list[str] = field(default_factory=list)
+
+
+@dataclass
 class TrainerConfig(StageConfig):
     """Keys every training stage shares: AdamW (the paper's betas 0.9, 0.95) and gradient clipping."""
 
@@ -158,6 +168,7 @@ class TrainerConfig(StageConfig):
     # Gradient clipping norm (0: off).
     max_grad_norm: float = 1.0
     lora: LoRAConfig = field(default_factory=LoRAConfig)
+    openrlhf: OpenRLHFOptions = field(default_factory=OpenRLHFOptions)
     # Recompute each layer's activations in backward (~1/3 more compute, far less memory): true | false |
     # auto (on when one micro-batch's activations would need over a quarter of the RAM / GPU memory).
     gradient_checkpointing: str = "auto"

@@ -96,13 +96,16 @@ class PrepareDataConfig(StageConfig):
     constraints_per_prompt: str = "1-3"
     # With add_constraints: also decontaminate the prompts against the set's benchmark (IFEval's 541 prompts).
     constraints_decontaminate: bool = True
+    # Share of source rows that may be rejected (malformed, or not fitting the format) before the run fails
+    # with exit 2; 0: none. Rejected rows, with reasons, go to OUT/rejected.jsonl either way.
+    max_rejected: float = 0.0
 
     BOUNDS: ClassVar[dict[str, Bound]] = {
         "engine": one_of("local"),  # no OpenRLHF job prepares data
         "source": TEXT, "domain": one_of(*ROW_DOMAINS), "split": TEXT, "subset": TEXT,
         "limit": at_least(1), "offset": at_least(0), "n": at_least(0), "mode": one_of(*MODES), "holdout": at_least(0),
         "wrong_fraction": fraction(), "ngram_n": at_least(1), "tokenizer": TEXT, "format": TEXT,
-        "add_constraints": TEXT, "constraints_per_prompt": TEXT,
+        "add_constraints": TEXT, "constraints_per_prompt": TEXT, "max_rejected": fraction(),
     }
 
     def check(self) -> None:

@@ -121,6 +121,8 @@ def print_summary(card: dict[str, Any], out: Path, dry_run: bool) -> None:
             if counts["dropped_holdout_overlap"]
             else ""
         )
+        + (f"; rejected {counts['rejected']}" if counts.get("rejected") else "")
+        + (f"; skipped {counts['skipped']} (no preference)" if counts.get("skipped") else "")
         + f"\nfingerprint {card['fingerprint']}",
         soft_wrap=True,
     )
@@ -136,6 +138,7 @@ def data_card(
     dropped: int,
     removed: list[dict[str, Any]],
     filters: list[dict[str, Any]],
+    rejections: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The card of one prepare-data run (its `fingerprint` and `files.removed` are set once files are written)."""
     return {
@@ -148,6 +151,9 @@ def data_card(
             "heldout": len(heldout),
             "dropped_holdout_overlap": dropped,
             "removed_by_filters": len(removed),
+            # Source rows that gave no row (data/rejections.py): rejected (malformed, not fitting) and
+            # skipped (a preference tie), each per reason; the rows themselves are in rejected.jsonl.
+            **(rejections or {"rejected": 0, "skipped": 0, "rejected_by_reason": {}, "skipped_by_reason": {}}),
         },
         "filters": filters,
         "by_domain_mode": counts_by_domain_mode(train),

@@ -12,6 +12,10 @@ data/formats.py's and detected from the columns the same way:
                 ranked sibling assistant replies -> one pref row (the better rank chosen)
     prompts     plain prompt lists: bare JSON strings, `{prompt}` rows or Self-Instruct seed tasks
                 (`instruction`, `instances`)
+    trl-prompt-completion  TRL's `prompt` + `completion` (text or message lists): an SFT conversation
+                (data/formats_trl.py)
+    verl        verl's RL parquet (`data_source`, `prompt`, `ability`, `reward_model.ground_truth`): math RL
+                rows (data/formats_verl.py)
 
 A row can give several rows (an OASST tree) or none (an HH tie): data/formats.py `convert_rows` expands them.
 """
@@ -27,6 +31,8 @@ from typing import Any
 
 from cascade_cli.chat import THINK_CLOSE, THINK_OPEN
 from cascade_cli.data.format_base import Format, FormatError
+from cascade_cli.data.formats_trl import TRL_FORMATS
+from cascade_cli.data.formats_verl import VERL_FORMATS
 
 # The benchmarks pose their problems with these templates too (evaluation/benchmarks_real.py).
 GSM8K_TEMPLATE = "{question}\n\nPlease reason step by step, and put your final answer within \\boxed{{}}."
@@ -208,6 +214,8 @@ REAL_FORMATS = (
     Format("gsm8k", "math", ("question", "answer"), ("question", "answer"), _gsm8k,
            excludes=("problem", "messages", "input_output", "solutions")),
     Format("prompts", "general", (("prompt", "instruction"),), ("instruction", "instances"), _prompts),
+    *TRL_FORMATS,  # trl-prompt-completion: data/formats_trl.py
+    *VERL_FORMATS,  # verl's RL parquet layout: data/formats_verl.py
 )  # fmt: skip
 # Detected before data/formats.py's own (none of theirs claims these column sets).
 REAL_DETECTION = tuple(fmt.name for fmt in REAL_FORMATS)

@@ -20,19 +20,22 @@ from cascade_cli.config.structure import to_plain
 from cascade_cli.console import print_warning
 from cascade_cli.data import constraints, tiny_tasks
 from cascade_cli.data.card import data_card, fingerprint_files, print_summary
+from cascade_cli.data.columns import check_map_targets, empty_answer_column, text_columns_as_text
 from cascade_cli.data.decontaminate import FilterResult, NgramIndex, build_index, filter_rows
 from cascade_cli.data.formats import FormatError, check_format, convert_rows
 from cascade_cli.data.io import CARD_FILE, DATA_FILE, HELDOUT_FILE, pref_pair
 from cascade_cli.data.normalize import normalize_row
 from cascade_cli.data.preferences import normalize_preferences
 from cascade_cli.data.prompt_filters import drop_math_and_code
+from cascade_cli.data.rejections import REJECTED_FILE, Rejections, reason_of
 from cascade_cli.data.select_ids import included_rows, keep_rows
 from cascade_cli.data.sources import (
+    RowUnreadable,
     Source,
     apply_field_map,
     count_file_rows,
-    iter_file_rows,
     iter_hub_rows,
+    iter_source_rows,
     parse_source,
 )
 from cascade_cli.data.tiny import tools as tiny_tools
@@ -52,7 +55,9 @@ def build_prepare_config(values: dict[str, Any], overrides: list[str] | None = N
 
 def check_config(config: PrepareDataConfig) -> None:
     """What the config class cannot check itself: `format` is a name in this package's format registry. The
-    stage table runs this for `recipe validate` and before a run (stages.py, `registry_check`)."""
+    stage table runs this for `recipe validate` and before a run (stages.py, `registry_check`). `map` targets
+    must be names prepare-data reads (a typo would leave the column unread)."""
+    check_map_targets(config.map)
     if config.format not in PREFERENCE_FORMATS:
         try:
             check_format(config.format, also=PREFERENCE_FORMATS)
@@ -114,7 +119,8 @@ def _tiny_rows(
 
 
 def _raw_rows(config: PrepareDataConfig, source: Source):
-    """(where, number, raw row) for every source row, up to `limit`; plus the expected total when known."""
+    """(where, number, raw row or RowUnreadable) for every source row, up to `limit`; plus the expected total
+    when known."""
     if source.kind == "hub":
         total = config.limit
         files: list[tuple[str, Any]] = [
@@ -129,7 +135,7 @@ def _raw_rows(config: PrepareDataConfig, source: Source):
         if total is not None:
             total = max(0, total - config.offset)
             total = total if config.limit is None else min(total, config.limit)
-        files = [(str(path), iter_file_rows(path)) for path in source.files]
+        files = [(str(path), iter_source_rows(path)) for path in source.files]
 
     def generate():
         read = skipped = 0
@@ -155,42 +161,74 @@ def preference_row(row: dict[str, Any], fmt: str, where: str) -> dict[str, Any] 
     return {**pair, "id": row["id"]} if "id" in row else pair
 
 
-def _read_rows(config: PrepareDataConfig, source: Source) -> list[dict[str, Any]]:
+NO_PAIR = "no preference pair (a tie, or no two ranked answers): nothing to train on"
+
+
+def _convert(
+    config: PrepareDataConfig, raw: dict[str, Any], where: str, number: int
+) -> tuple[list, str | None]:
+    """(rows for normalize_row, the format's domain) of one raw row; FormatError/CascadeUsageError when it
+    does not fit."""
+    mapped = text_columns_as_text(apply_field_map(raw, dict(config.map), f"{where}: row {number}"))
+    empty = empty_answer_column(mapped)
+    if empty:  # else the row would pass as a bare prompt, its missing answer unnoticed
+        raise FormatError(f"column '{empty}' is empty (the answer this row trains on)")
+    if config.format in PREFERENCE_FORMATS:  # a preference source: raw rows -> pairs first
+        pair = preference_row(mapped, config.format, f"{where}: row {number}")
+        return ([] if pair is None else [pair]), None
+    return convert_rows(mapped, config.format)  # one row, several (an OASST tree's pairs) or none (a tie)
+
+
+def _read_rows(
+    config: PrepareDataConfig, source: Source, rejections: Rejections
+) -> tuple[list[dict[str, Any]], int]:
+    """(canonical rows, source rows read); every source row that gives no row is in `rejections`."""
     rows_iter, total = _raw_rows(config, source)
-    mapping = dict(config.map)
     # With --add-constraints the source holds base prompts: they become `if` rows once the constraints are
     # attached (after decontamination), so `--domain if` must not demand their IF labels now.
     row_domain = None if config.add_constraints else config.domain
     rows: list[dict[str, Any]] = []
+    read = 0
     show = total is None or total >= PROGRESS_MIN_ROWS
     with Progress(f"reading {Path(source.spec).name}", total, unit="row", transient=True, enabled=show) as progress:
         for where, number, raw in rows_iter:
-            mapped = apply_field_map(raw, mapping, f"{where}: row {number}")
-            format_domain = None
-            if config.format in PREFERENCE_FORMATS:  # a preference source: raw rows -> pairs first
-                pair = preference_row(mapped, config.format, f"{where}: row {number}")
-                converted = [] if pair is None else [pair]
-            else:
-                try:  # a row gives one row, several (an OASST tree's pairs) or none (a tie)
-                    converted, format_domain = convert_rows(mapped, config.format)
-                except FormatError as error:
-                    raise CascadeUsageError(f"{where}: row {number}: {error}") from None
-            rows += [
-                normalize_row(
-                    mapped,
-                    number=number,
-                    where=where,
-                    source=source.spec,
-                    domain=row_domain or format_domain,
-                    mode=config.mode,
-                    id_prefix=Path(where).stem or "row",
-                )
-                for mapped in converted
-            ]
+            read += 1
             progress.advance()
-    if not rows:
+            if isinstance(raw, RowUnreadable):
+                rejections.reject(where, number, raw.reason, raw.raw)
+                continue
+            try:
+                converted, format_domain = _convert(config, raw, where, number)
+                if not converted:
+                    rejections.skip(where, number, NO_PAIR, raw)
+                    continue
+                rows += [
+                    normalize_row(
+                        mapped,
+                        number=number,
+                        where=where,
+                        source=source.spec,
+                        domain=row_domain or format_domain,
+                        mode=config.mode,
+                        id_prefix=Path(where).stem or "row",
+                    )
+                    for mapped in converted
+                ]
+            except (FormatError, CascadeUsageError) as error:
+                rejections.reject(where, number, reason_of(error, where, number), raw)
+    if not read:
         raise CascadeUsageError(f"{source.spec}: no rows")
-    return rows
+    return rows, read
+
+
+def _report_rejections(rejections: Rejections, read: int, config: PrepareDataConfig, out: Path) -> None:
+    """Print the count per reason, write OUT/rejected.jsonl, then exit 2 when more than max_rejected of the
+    rows read were rejected (the file stays for the user to read)."""
+    if not config.dry_run:
+        out.mkdir(parents=True, exist_ok=True)
+        rejections.write(out)
+    rejections.check_share(read, config.max_rejected, None if config.dry_run else out)
+    rejections.print_counts()  # (a failed check says the counts in its one line)
 
 
 def split_holdout(
@@ -276,18 +314,23 @@ def run_prepare_data(config: PrepareDataConfig) -> dict[str, Any]:
     check_config(config)
     started = time.time()
     out = Path(config.out)  # type: ignore[arg-type]
-    source = parse_source(config.source)
+    source = parse_source(config.source, config.split)
     dropped = 0
+    rejections = Rejections()
+    kept_by_id: list[dict[str, Any]] = []
     if source.kind == "tiny":
         train, heldout = _tiny_rows(config, source)
         read = len(train) + len(heldout)
     else:
-        rows = _read_rows(config, source)
-        read = len(rows)
+        rows, read = _read_rows(config, source, rejections)
+        _report_rejections(rejections, read, config, out)
         if config.keep_ids:
+            before = len(rows)
             rows = keep_rows(rows, list(config.keep_ids))
             if not rows:
                 raise CascadeUsageError(f"{source.spec}: no row has an id in keep_ids {list(config.keep_ids)}")
+            removed_by = {"keep_ids": before - len(rows)}
+            kept_by_id = [{"name": "keep_ids", "in": before, "out": len(rows), "removed_by": removed_by}]
         rows += [row for spec in config.include for row in included_rows(spec)]
         train, heldout, dropped = split_holdout(rows, config.holdout, config.seed)
     check_disjoint(train, heldout)
@@ -297,7 +340,8 @@ def run_prepare_data(config: PrepareDataConfig) -> dict[str, Any]:
             "in": len(train) + dropped,
             "out": len(train),
             "removed_by": {"holdout": dropped},
-        }
+        },
+        *kept_by_id,
     ]
     if config.add_constraints and config.constraints_decontaminate:  # IF-RL prompts: never a benchmark's
         config = constraints.with_benchmark_decontamination(config)
@@ -322,8 +366,11 @@ def run_prepare_data(config: PrepareDataConfig) -> dict[str, Any]:
         filters.append({"name": "drop_code_switch", "in": before, "out": len(train), "removed_by": report["dropped"],
                         "examples": report["dropped_examples"]})
     card = data_card(
-        config, source.kind, train, heldout, read=read, dropped=dropped, removed=removed, filters=filters
+        config, source.kind, train, heldout, read=read, dropped=dropped, removed=removed, filters=filters,
+        rejections=rejections.counts(),
     )
+    if rejections.records:
+        card["files"]["rejected"] = REJECTED_FILE
     written = [out / DATA_FILE] + ([out / HELDOUT_FILE] if heldout else [])
     if not config.dry_run:
         out.mkdir(parents=True, exist_ok=True)
@@ -346,6 +393,8 @@ def run_prepare_data(config: PrepareDataConfig) -> dict[str, Any]:
         "read": read,
         "dropped_holdout_overlap": dropped,
         "removed_by_filters": len(removed),
+        "rejected": len(rejections.rejected),
+        "skipped": len(rejections.skipped),
         "fingerprint": card["fingerprint"],
     }
     if not config.dry_run:

@@ -1,12 +1,17 @@
-"""Where rows come from: `tiny:DOMAIN`, local json/jsonl/parquet files (or a folder of them), hub datasets.
+"""Where rows come from: `tiny:DOMAIN`, local json/jsonl/parquet/csv/tsv files (or a folder of them, the
+Hub's `data/train-00000-of-00002.parquet` shard layout included), hub datasets.
 
 Every reader yields `(row number, raw row)` so that later errors can name the file and the row. The field
-mapping (`--map prompt=question,answer=solution`) renames source columns to the names the normalizer reads.
+mapping (`--map prompt=question,answer=solution`) renames source columns to the names the normalizer reads;
+its targets are checked against the names the normalizer and the formats read (data/columns.py).
 """
 
 from __future__ import annotations
 
+import csv
 import json
+import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,11 +19,22 @@ from typing import Any
 
 from cascade_cli.data.shared_paths import resolve_shared
 from cascade_cli.errors import CascadeUsageError
-from cascade_cli.jsonl import iter_jsonl
+from cascade_cli.jsonl import iter_jsonl, non_blank_lines
 from cascade_cli.records import iter_parquet
 
-LOCAL_SUFFIXES: tuple[str, ...] = (".jsonl", ".json", ".parquet")
+LOCAL_SUFFIXES: tuple[str, ...] = (".jsonl", ".json", ".parquet", ".csv", ".tsv")
+SUFFIX_NAMES = ", ".join(LOCAL_SUFFIXES)
 RawRows = Iterator[tuple[int, dict[str, Any]]]
+# The Hub's shard names: `train-00000-of-00002.parquet`, `test-00000-of-00001-abc123.parquet`.
+SHARD_NAME = re.compile(r"^(?P<split>[A-Za-z0-9_.]+?)-\d{5}-of-\d{5}")
+
+
+class RowUnreadable(CascadeUsageError):
+    """One source row that cannot be parsed (a malformed JSON line): prepare-data rejects it, naming the row."""
+
+    def __init__(self, where: str, number: int, reason: str, raw: str) -> None:
+        super().__init__(f"{where}: row {number}: {reason}")
+        self.number, self.reason, self.raw = number, reason, raw
 
 
 @dataclass
@@ -36,39 +52,83 @@ class Source:
         return self.spec
 
 
-def parse_source(spec: str) -> Source:
+def parse_source(spec: str, split: str = "train") -> Source:
+    """`--source` -> a Source; a folder's files (its shards of `split` when the names follow the Hub's)."""
     spec = resolve_shared(spec.strip())  # shared:REL -> a file of the shared data folder
     if not spec:
-        raise CascadeUsageError(
-            "--source: empty (expected tiny:DOMAIN, a .jsonl/.json/.parquet file or a hub id)"
-        )
+        raise CascadeUsageError(f"--source: empty (expected tiny:DOMAIN, a {SUFFIX_NAMES} file or a hub id)")
     if spec.startswith("tiny:"):
         return Source(spec, "tiny", tiny_domain=spec.split(":", 1)[1])
     path = Path(spec).expanduser()
     if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.suffix in LOCAL_SUFFIXES and p.is_file())
-        if not files:
-            raise CascadeUsageError(f"{path}: directory holds no .jsonl, .json or .parquet files")
-        return Source(spec, "dir", path=path, files=files)
+        return Source(spec, "dir", path=path, files=folder_files(path, split))
     if path.is_file():
-        if path.suffix not in LOCAL_SUFFIXES:
+        if path.suffix.lower() not in LOCAL_SUFFIXES:
             raise CascadeUsageError(
-                f"{path}: unsupported file type '{path.suffix or 'no suffix'}' (expected .jsonl, .json or .parquet)"
+                f"{path}: unsupported file type '{path.suffix or 'no suffix'}' (expected {SUFFIX_NAMES})"
             )
         return Source(spec, "file", path=path, files=[path])
-    if path.suffix in LOCAL_SUFFIXES or spec.startswith((".", "/", "~")) or spec.count("/") > 1:
+    if path.suffix.lower() in LOCAL_SUFFIXES or spec.startswith((".", "/", "~")) or spec.count("/") > 1:
         raise CascadeUsageError(f"{path}: file not found")
     return Source(spec, "hub")
 
 
-def _iter_json_file(path: Path) -> RawRows:
+# What prepare-data and the stages write beside the rows: never read as source rows of a folder.
+OUTPUT_FILES = frozenset(
+    {
+        "data_card.json",
+        "cascade_stage.json",
+        "rejected.jsonl",
+        "removed.jsonl",
+        "dropped.jsonl",
+        "pass_rate.json",
+    }
+)
+
+
+def _is_data_file(path: Path) -> bool:
+    return path.suffix.lower() in LOCAL_SUFFIXES and path.name not in OUTPUT_FILES and path.is_file()
+
+
+def _hidden(path: Path, root: Path) -> bool:
+    """Under a hidden folder of `root` (a Hub snapshot's .cache/, .git/)."""
+    return any(part.startswith(".") for part in path.relative_to(root).parts)
+
+
+def _data_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if _is_data_file(p))
+
+
+def folder_files(path: Path, split: str = "train") -> list[Path]:
+    """The data files of a folder: those of its `data/` folder (the Hub's layout, beside a root that may hold
+    a dataset_info.json), else its own, else those anywhere below it (hidden folders skipped). Files named
+    like Hub shards (`SPLIT-00000-of-00002.*`) are narrowed to `split`."""
+    files = _data_files(path / "data") if (path / "data").is_dir() else []
+    files = files or _data_files(path)
+    if not files:
+        files = sorted(p for p in path.rglob("*") if _is_data_file(p) and not _hidden(p, path))
+    if not files:
+        raise CascadeUsageError(f"{path}: directory holds no {SUFFIX_NAMES} files")
+    splits = {file: match.group("split") for file in files if (match := SHARD_NAME.match(file.name))}
+    if splits and len(splits) == len(files):
+        chosen = [file for file in files if splits[file] == split]
+        if not chosen:
+            found = ", ".join(sorted(set(splits.values())))
+            raise CascadeUsageError(
+                f"{path}: no shards of split {split!r}; found splits {found} (choose with split=NAME)"
+            )
+        return chosen
+    return files
+
+
+def _iter_json_file(path: Path) -> SourceRows:
     """A .json file holding a list of objects (or {"data": [...]}) or, as many hub dumps do, JSON Lines."""
     text = path.read_text(encoding="utf-8")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
         if error.msg == "Extra data":  # one object per line under a .json name
-            yield from iter_jsonl(path)
+            yield from _iter_jsonl_rows(path)  # a malformed line rejects that row only
             return
         raise CascadeUsageError(
             f"{path}: malformed JSON ({error.msg} at line {error.lineno} column {error.colno})"
@@ -85,18 +145,75 @@ def _iter_json_file(path: Path) -> RawRows:
         raise CascadeUsageError(f"{path}: expected a list of JSON objects, found {type(data).__name__}")
     for number, row in enumerate(data, start=1):
         if not isinstance(row, dict):
-            raise CascadeUsageError(
-                f"{path}: row {number}: expected a JSON object, found {type(row).__name__}"
-            )
+            reason = f"expected a JSON object, found {type(row).__name__}"
+            yield number, RowUnreadable(str(path), number, reason, json.dumps(row))
+            continue
+        yield number, row
+
+
+SourceRows = Iterator[tuple[int, "dict[str, Any] | RowUnreadable"]]
+
+
+def _iter_delimited(path: Path, delimiter: str) -> SourceRows:
+    """CSV/TSV rows by the header: every cell as text (numbers and booleans as written), empty cells None
+    (as `datasets` and pandas read them); a row with more cells than columns is a RowUnreadable."""
+    csv.field_size_limit(sys.maxsize)
+    with path.open(newline="", encoding="utf-8-sig") as handle:
+        reader = csv.DictReader(handle, delimiter=delimiter)
+        if not reader.fieldnames:
+            raise CascadeUsageError(f"{path}: no header row (expected column names on the first line)")
+        for number, row in enumerate(reader, start=1):
+            extra = row.pop(None, None)  # type: ignore[call-overload]
+            if extra:
+                reason = f"{len(extra)} more cell(s) than the {len(reader.fieldnames)} columns of the header"
+                yield number, RowUnreadable(str(path), number, reason, delimiter.join(extra))
+                continue
+            yield number, {key: (value if value != "" else None) for key, value in row.items()}
+
+
+def _iter_jsonl_rows(path: Path) -> SourceRows:
+    """JSON Lines; a malformed line is a RowUnreadable for that row (a bare string is a prompt row)."""
+    for number, line in non_blank_lines(path):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            reason = f"malformed JSON ({error.msg} at column {error.colno})"
+            yield number, RowUnreadable(str(path), number, reason, line.rstrip("\n"))
+            continue
+        if isinstance(row, str):
+            row = {"prompt": row}
+        if not isinstance(row, dict):
+            reason = f"expected a JSON object, found {type(row).__name__}"
+            yield number, RowUnreadable(str(path), number, reason, line.rstrip("\n"))
+            continue
+        yield number, row
+
+
+def iter_source_rows(path: Path) -> SourceRows:
+    """Every row of a local file; one that cannot be parsed comes as a RowUnreadable (prepare-data rejects
+    it, naming the row, and reads on) instead of ending the read."""
+    suffix = path.suffix.lower()
+    if suffix == ".jsonl":
+        return _iter_jsonl_rows(path)
+    if suffix in (".csv", ".tsv"):
+        return _iter_delimited(path, "," if suffix == ".csv" else "\t")
+    if suffix == ".json":
+        return _iter_json_file(path)
+    return iter_parquet(path)  # type: ignore[return-value]
+
+
+def _strict(rows: SourceRows) -> RawRows:
+    for number, row in rows:
+        if isinstance(row, RowUnreadable):
+            raise row
         yield number, row
 
 
 def iter_file_rows(path: Path) -> RawRows:
-    if path.suffix == ".jsonl":
+    """Every row of a local file; the first that cannot be parsed ends the read with a usage error."""
+    if path.suffix.lower() == ".jsonl":
         return iter_jsonl(path, strings_as="prompt")  # a plain prompt list's bare strings: {"prompt": text}
-    if path.suffix == ".json":
-        return _iter_json_file(path)
-    return iter_parquet(path)
+    return _strict(iter_source_rows(path))
 
 
 def count_file_rows(path: Path) -> int | None:

@@ -43,6 +43,7 @@ from cascade_cli.config.rlhf import RLHFConfig
 from cascade_cli.config.rm import RewardModelConfig
 from cascade_cli.config.sft import SFTConfig
 from cascade_cli.engines.openrlhf.cluster import submit_prefix
+from cascade_cli.engines.openrlhf.extra_args import extra_args
 from cascade_cli.engines.openrlhf.validate import validate_args
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.models.real import cache_target, is_real_spec
@@ -191,6 +192,7 @@ def _deepspeed_job(
         args += ["--data.max_samples", str(config.max_steps * global_batch)]
     nodes, per_node = role_layout(config.cluster, None)
     launcher = ["deepspeed", "--num_nodes", str(nodes), "--num_gpus", str(per_node), "--module", f"openrlhf.cli.{cli}"]
+    args += extra_args(config)  # openrlhf.extra_args, as written: after ours, so a repeated flag is theirs
     validate_args(cli, args)
     return OpenRLHFJob(
         name=stage_name(config),
@@ -346,7 +348,7 @@ def rl_job(
         reward = ["--train.agent_func_path", agent[0]]
     else:
         reward = remote_reward(urls)
-    args = _rl_args(config, phase, data, steps, init, out, reward)
+    args = [*_rl_args(config, phase, data, steps, init, out, reward), *extra_args(config)]
     validate_args("train_ppo_ray", args)
     return OpenRLHFJob(
         name=name,
