@@ -75,7 +75,7 @@ def load(target: str) -> Any:
     return getattr(importlib.import_module(module_name), attribute)
 
 
-TRAINING_OPTIONS = ("engine", "dry_run", "restart")  # on every training command
+TRAINING_OPTIONS = ("engine", "dry_run", "restart", "report_to")  # on every training command
 MODEL_KEYS = ("init", "reward_model")  # config keys that name a model spec
 # Read in OpenRLHF 0.11.2's source (README, Engines): the truncated importance weight is there
 # (--algo.advantage.is_correction_*), the teachers are not.

@@ -10,6 +10,7 @@ from omegaconf import MISSING
 
 from cascade_cli.config.checks import TEXT, Bound, above, at_least, fraction, one_of
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.trackers import DEFAULT_REPORT_TO, TRACKERS
 
 GRADIENT_CHECKPOINTING = ("true", "false", "auto")
 ENGINES = ("local", "openrlhf")
@@ -165,8 +166,13 @@ class TrainerConfig(StageConfig):
     # completes, for `cascade push --include-trainer-state`. Off: a completed stage is its checkpoint, and a
     # rerun of it, same config, trains nothing; its state only ever served a resume.
     keep_trainer_state: bool = False
+    # Experiment trackers for metrics, config and sampled rollouts: tensorboard (OUT/tensorboard), wandb
+    # (OUT/wandb, offline unless WANDB_MODE / WANDB_API_KEY), mlflow ($MLFLOW_TRACKING_URI, else OUT/mlruns);
+    # [] for metrics.jsonl alone.
+    report_to: list[str] = field(default_factory=lambda: list(DEFAULT_REPORT_TO))
 
     BOUNDS: ClassVar[dict[str, Bound]] = {
+        "report_to": one_of(*TRACKERS),
         "lr": above(0), "weight_decay": at_least(0), "beta1": fraction(high_open=True),
         "beta2": fraction(high_open=True), "max_grad_norm": at_least(0),
         "gradient_checkpointing": one_of(*GRADIENT_CHECKPOINTING),

@@ -131,8 +131,9 @@ class GRPOConfig(TrainerConfig):
     # Bookkeeping.
     save_every: int = 0  # write trainer_state/ every N steps (0: only at the end)
     resume: bool = True  # continue from OUT/trainer_state when present
-    # Also write TensorBoard logs to OUT/tensorboard.
-    tensorboard: bool = False
+    # Rollouts per step (sampled, seeded) written with prompt, answer, reward and verdict to
+    # OUT/rollouts.jsonl and to the report_to trackers as a table; 0: none.
+    log_rollouts: int = 4
 
     BOUNDS: ClassVar[dict[str, Bound]] = {
         "data": TEXT, "eval_data": TEXT, "eval_max_new_tokens": at_least(1), "eval_limit": at_least(1),
@@ -145,6 +146,7 @@ class GRPOConfig(TrainerConfig):
         "adv_eps": above(0), "kl_coef": at_least(0), "loss_aggregation": one_of(*LOSS_AGGREGATIONS),
         "entropy_coef": at_least(0), "train_micro_batch": at_least(1), "logprob_chunk_tokens": at_least(1),
         "dtype": one_of(*DTYPES), "verify_workers": at_least(1), "save_every": at_least(0),
+        "log_rollouts": at_least(0),
     }
 
     def check(self) -> None:
@@ -212,8 +214,19 @@ class RLVRConfig(GRPOConfig):
     # IF-RL of the thinking models: a passing response also gets sigmoid(group z-score of the reward model's
     # score); the reward service computes it (`cascade verify --serve --reward-model CKPT`, engine openrlhf).
     if_rm_bonus: bool = False
+    # Your own reward instead of the domain's verifier: FILE.py:FUNCTION with OpenRLHF's reward_func
+    # signature, batched (FUNCTION(queries, prompts, labels) -> n rewards); the domain still picks the mode.
+    reward_func: Optional[str] = None
+    # none: call reward_func in the trainer's process | process: in a worker process with a timeout (a hang or
+    # crash scores the batch 0 and the run goes on).
+    reward_func_isolation: str = "none"
+    # Seconds a reward_func call may take under isolation=process.
+    reward_func_timeout_s: float = 60.0
 
-    BOUNDS: ClassVar[dict[str, Bound]] = {"domain": one_of(*DOMAIN_MODES)}
+    BOUNDS: ClassVar[dict[str, Bound]] = {
+        "domain": one_of(*DOMAIN_MODES), "reward_func": TEXT, "reward_func_isolation": one_of("none", "process"),
+        "reward_func_timeout_s": above(0),
+    }
 
     def check(self) -> None:
         super().check()

@@ -85,6 +85,7 @@ class Run:
     rollout_logprobs: bool = False
     lr_schedule: Callable[[int], float] | None = None
     pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="reward"))
+    sampled: list[Group] = field(default_factory=list)  # the last step's groups (its logged rollouts)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -133,6 +134,7 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
     sync_began = time.perf_counter()
     lora.sync_weights(run.policy, run.generator)
     timer["sync"] = time.perf_counter() - sync_began
+    run.sampled = sampled
     return rl_records.step_metrics(run, phase_index, phase, sampled, kept, rounds, update, timer, began)
 
 
@@ -352,6 +354,8 @@ def train(stage: Stage, run: Run) -> dict[str, Any]:
             last = train_step(run, step)
             step += 1
             metrics_log.log(step, last)
+            if config.log_rollouts:
+                metrics_log.table(step, "rollouts", rl_records.sampled_rollouts(run, run.sampled, step))
             progress.update(
                 done=step,
                 note=(

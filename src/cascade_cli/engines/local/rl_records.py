@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -52,3 +53,22 @@ def step_metrics(
         "time_sync": timer["sync"],
         "time_step": wall,
     }
+
+
+def sampled_rollouts(run: Run, sampled: list[Group], step: int) -> list[dict[str, Any]]:
+    """`log_rollouts` of the step's responses, drawn without replacement (seeded by the seed and the step, on
+    a generator of their own, so the training's random streams are untouched): the prompt as the model saw
+    it, the answer, its training reward, the verifier's verdict (TRL's log_completions)."""
+    everything = [(g, j) for g in sampled for j in range(len(g.completions))]
+    picked = random.Random(run.config.seed * 1_000_003 + step).sample(everything, min(run.config.log_rollouts, len(everything)))
+    return [
+        {
+            "id": str(run.rows[g.row_index].get("id", g.row_index)),
+            "prompt": run.tokenizer.decode(g.prompt_ids, skip_special_tokens=False),
+            "answer": g.completions[j].text,
+            "reward": float(g.rewards[j]),
+            "passed": bool(g.scores[j].passed),
+            "finish_reason": g.completions[j].finish_reason,
+        }
+        for g, j in sorted(picked, key=lambda pick: (sampled.index(pick[0]), pick[1]))
+    ]

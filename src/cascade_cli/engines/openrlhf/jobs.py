@@ -43,6 +43,7 @@ from cascade_cli.config.rlhf import RLHFConfig
 from cascade_cli.config.rm import RewardModelConfig
 from cascade_cli.config.sft import SFTConfig
 from cascade_cli.engines.openrlhf.cluster import submit_prefix
+from cascade_cli.engines.openrlhf.logger_args import logger_args
 from cascade_cli.engines.openrlhf.validate import validate_args
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.models.real import cache_target, is_real_spec
@@ -184,9 +185,8 @@ def _deepspeed_job(
         # carry their flags). OpenRLHF saves the tokenizer with it, so RL stages render prompts the same way.
         *_template_args(model_ref(str(config.init))),
     ]
-    if config.tensorboard:
-        args += ["--logger.tensorboard_dir", str(out / "tensorboard")]
-    args += data_args
+    logging, notes = logger_args(config, out, stage_name(config))
+    args += logging + data_args
     if config.max_steps:
         args += ["--data.max_samples", str(config.max_steps * global_batch)]
     nodes, per_node = role_layout(config.cluster, None)
@@ -200,6 +200,7 @@ def _deepspeed_job(
         args=args,
         init=str(config.init),
         output_dir=str(out),
+        notes=notes,
     )
 
 
@@ -294,8 +295,6 @@ def _rl_args(
         # >= 0 scales a truncated sample's reward (0: reward 0, the paper's setting); < 0 replaces it.
         coef = 0.0 if float(config.truncated_reward) == 0 else float(config.truncated_reward)
         args += ["--reward.stop_properly_penalty_coef", _float(coef)]
-    if config.tensorboard:
-        args += ["--logger.tensorboard_dir", str(out / "tensorboard")]
     return args
 
 
@@ -346,7 +345,9 @@ def rl_job(
         reward = ["--train.agent_func_path", agent[0]]
     else:
         reward = remote_reward(urls)
-    args = _rl_args(config, phase, data, steps, init, out, reward)
+    logging, logging_notes = logger_args(config, out, name)
+    args = _rl_args(config, phase, data, steps, init, out, reward) + logging
+    notes = notes + logging_notes
     validate_args("train_ppo_ray", args)
     return OpenRLHFJob(
         name=name,
