@@ -103,7 +103,8 @@ _KINDS = (
               ("rlhf",), ("init", "reward_model", "data", "out"), ("eval_data", *TRAINING_OPTIONS),
               f"{JOBS}:rlhf_jobs"),
     StageKind("rlvr", "cascade_cli.config.grpo:RLVRConfig", "cascade_cli.engines.local.grpo:run_rlvr",
-              ("rlvr",), ("domain", "init", "data", "out"), ("eval_data", *TRAINING_OPTIONS), f"{JOBS}:rlvr_jobs"),
+              ("rlvr",), ("domain", "init", "data", "out"), ("eval_data", "reward_func", *TRAINING_OPTIONS),
+              f"{JOBS}:rlvr_jobs"),
     # Data, not a policy: samples with the previous policy (its `init`) and keeps the prompts inside a pass-rate
     # band, so the RL stage after it reads `${stages.NAME.out}` and starts from that same policy.
     StageKind("pass_rate_filter", "cascade_cli.data.pass_rate:PassRateFilterConfig",

@@ -232,9 +232,23 @@ class RLVRConfig(GRPOConfig):
         super().check()
         if self.if_rm_bonus and self.domain != "if":
             raise CascadeUsageError(f"if_rm_bonus: only for domain if; found domain {self.domain!r}")
+        if self.reward_func:
+            from cascade_cli.serve.user_reward import parse_spec
+
+            path, _ = parse_spec(self.reward_func)
+            if self.engine == "local" and not path.is_file():
+                raise CascadeUsageError(f"reward_func: {path}: file not found")
+            if self.if_rm_bonus:
+                raise CascadeUsageError("if_rm_bonus: the RM bonus adds to the IF verifier's reward, not to reward_func")
         if self.if_rm_bonus and self.engine != "openrlhf":
             raise CascadeUsageError("if_rm_bonus: the reward service computes it; use engine: openrlhf")
         if self.engine == "openrlhf" and not self.cluster.reward_urls:
+            if self.reward_func:
+                raise CascadeUsageError(
+                    "cluster.reward_urls: on engine openrlhf the reward service serves reward_func: start "
+                    f"`cascade verify --serve --reward-func {self.reward_func}` and set "
+                    "cluster.reward_urls=[http://HOST:PORT/get_reward]"
+                )
             raise missing_reward("cluster.reward_urls")
 
 

@@ -459,12 +459,18 @@ def run_rlvr(config: RLVRConfig) -> dict[str, Any]:
     have run: config/grpo.py)."""
     mode = config.mode or DOMAIN_MODES[config.domain]
     options = dict(config.verifier_options)
+    if config.reward_func:  # the user's function scores; rows need a prompt, their labels are its to read
+        stage, rows, eval_rows = load_checked_rows(config, None)
+        if stage.completed is not None:
+            return stage.completed
+        reward: RewardHook = rl_rewards.FuncReward(
+            config.reward_func, stage.load_tokenizer(), config.reward_func_isolation, config.reward_func_timeout_s
+        )
+        return run_grpo(config, reward, domain=config.domain, mode=mode, rows=rows, eval_rows=eval_rows, stage=stage)
     try:
         verifier = load_verifier(config.domain, options)  # the cached instance scoring uses
     except (TypeError, ValueError) as error:
-        raise CascadeUsageError(
-            f"verifier_options: not accepted by the {config.domain} verifier ({error})"
-        ) from None
+        raise CascadeUsageError(f"verifier_options: not accepted by the {config.domain} verifier ({error})") from None
     stage, rows, eval_rows = load_checked_rows(config, verifier)
     if stage.completed is not None:
         return stage.completed
