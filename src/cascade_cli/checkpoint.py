@@ -106,6 +106,11 @@ def require_model_dir(path: str | Path, what: str = "checkpoint") -> Path:
         if close_spec(str(path)):  # a typo of a spec (`smollm2-135`), not a missing folder
             raise unknown_spec(str(path), what)
         raise CascadeUsageError(f"{what} {path}: not found")
+    if not is_model_dir(path) and (path / "adapter_config.json").is_file():
+        raise CascadeUsageError(
+            f"{what} {path}: a LoRA adapter alone (lora.save=adapter), not a model; load it with "
+            "peft.PeftModel.from_pretrained onto its base, or train with lora.save=both (merged model + adapter/)"
+        )
     if not is_model_dir(path):
         raise CascadeUsageError(
             f"{what} {path}: not a model directory (expected config.json from save_pretrained)"

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import random
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -72,3 +74,16 @@ def sampled_rollouts(run: Run, sampled: list[Group], step: int) -> list[dict[str
         }
         for g, j in sorted(picked, key=lambda pick: (sampled.index(pick[0]), pick[1]))
     ]
+
+
+HELDOUT_ROWS = "heldout_rows.jsonl"  # each held-out row's greedy reward before and after the stage
+
+
+def write_heldout_rows(path: Path, before: list[dict[str, Any]], after: list[dict[str, Any]]) -> None:
+    """One line per held-out row: its reward and verdict before and after (the same rows, in order)."""
+    rows = [
+        {"id": b["id"], "domain": b["domain"], "reward_before": b["reward"], "reward_after": a["reward"],
+         "passed_before": b["passed"], "passed_after": a["passed"]}
+        for b, a in zip(before, after, strict=True)
+    ]  # fmt: skip
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))

@@ -172,8 +172,12 @@ class Stage:
         )
 
     def save_final(self, model: Any, tokenizer: Any) -> None:
-        """The HF checkpoint (weights + tokenizer) in OUT; the manifest comes after, in `complete`."""
-        checkpoint.save_final(self.out, model, tokenizer, safe_serialization=True)
+        """The HF checkpoint (weights + tokenizer; under LoRA as `lora.save` says) in OUT; the manifest comes
+        after, in `complete`."""
+        lora_save = self.config.lora.save if hasattr(self.config, "lora") else "merged"
+        checkpoint.save_final(
+            self.out, model, tokenizer, lora_save=lora_save, base=str(self.init), safe_serialization=True
+        )
 
     def stopped(self, step: int, total: int, metrics: dict[str, Any], **timings: float) -> dict[str, Any]:
         """A run stopped before its last step (stop_after): its state is saved; a rerun resumes it."""
