@@ -78,7 +78,7 @@ def verify_command(
             "checkpoint, or forward them to OpenRLHF's serve_rm at this http(s) URL.",
         ),
     ] = None,
-    reward_func: Annotated[
+    serve_reward_func: Annotated[
         str | None,
         typer.Option(
             "--reward-func",
@@ -134,7 +134,7 @@ def verify_command(
 
     Example: [bold]cascade verify --serve --reward-model runs/tiny/rm --port 5000[/]  (RLHF rewards)
 
-    Example: [bold]cascade verify --serve --reward-func examples/my_reward.py:score --port 5000[/]  (your reward)
+    Example: [bold]cascade verify --serve --reward-func examples/data/my_reward.py:score --port 5000[/]  (your reward)
 
     Example: [bold]cascade verify --export-reward-func reward.py[/]  (then --reward.remote_url reward.py)
 
@@ -167,10 +167,10 @@ def verify_command(
         run_server(
             host=host, port=port, token=token, max_body_bytes=int(max_body_mb * 1024 * 1024),
             max_samples=max_samples, workers=workers or 1, timeout_s=timeout, domain=domain, options=options,
-            reward_model=reward_model, reward_func=reward_func, reward_func_isolation=reward_func_isolation,
+            reward_model=reward_model, reward_func=serve_reward_func, reward_func_isolation=reward_func_isolation,
         )
         return
-    if reward_func is not None:
+    if serve_reward_func is not None:
         raise CascadeUsageError("--reward-func: only with --serve (`cascade rlvr --reward-func` trains on it locally)")
     if reward_model is not None:
         raise CascadeUsageError("--reward-model: only with --serve (the reward service hosts the reward model)")

@@ -10,6 +10,7 @@ RLHF subclasses `GRPOConfig` (reward = a reward model's score, `mode: half`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Optional
 
 from omegaconf import MISSING
@@ -233,9 +234,7 @@ class RLVRConfig(GRPOConfig):
         if self.if_rm_bonus and self.domain != "if":
             raise CascadeUsageError(f"if_rm_bonus: only for domain if; found domain {self.domain!r}")
         if self.reward_func:
-            from cascade_cli.serve.user_reward import parse_spec
-
-            path, _ = parse_spec(self.reward_func)
+            path, _ = parse_reward_func(self.reward_func)
             if self.engine == "local" and not path.is_file():
                 raise CascadeUsageError(f"reward_func: {path}: file not found")
             if self.if_rm_bonus:
@@ -250,6 +249,16 @@ class RLVRConfig(GRPOConfig):
                     "cluster.reward_urls=[http://HOST:PORT/get_reward]"
                 )
             raise missing_reward("cluster.reward_urls")
+
+
+def parse_reward_func(spec: str) -> tuple[Path, str]:
+    """"FILE.py:NAME" -> (file, NAME); "FILE.py" -> (file, reward_func), OpenRLHF's name for it."""
+    path, sep, name = str(spec).rpartition(":")
+    if not (sep and path and name.isidentifier()):
+        path, name = str(spec), "reward_func"
+    if not path.endswith(".py"):
+        raise CascadeUsageError(f"reward_func: expected FILE.py or FILE.py:FUNCTION, found {spec!r}")
+    return Path(path), name
 
 
 def resolve_phases(config: GRPOConfig) -> list[PhaseConfig]:

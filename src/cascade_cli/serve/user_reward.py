@@ -22,24 +22,13 @@ import importlib.util
 import json
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
+from cascade_cli.config.grpo import parse_reward_func as parse_spec
 from cascade_cli.errors import CascadeUsageError
 
 ISOLATIONS = ("none", "process")
-DEFAULT_NAME = "reward_func"
 _loaded: dict[str, Callable[..., Any]] = {}  # spec -> function, per process
-
-
-def parse_spec(spec: str) -> tuple[Path, str]:
-    """ "FILE.py:NAME" -> (file, NAME); "FILE.py" -> (file, reward_func)."""
-    path, sep, name = str(spec).rpartition(":")
-    if not (sep and path and name.isidentifier()):
-        path, name = str(spec), DEFAULT_NAME
-    if not path.endswith(".py"):
-        raise CascadeUsageError(f"reward_func: expected FILE.py or FILE.py:FUNCTION, found {spec!r}")
-    return Path(path), name or DEFAULT_NAME
 
 
 def load(spec: str) -> Callable[..., Any]:
