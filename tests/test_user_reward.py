@@ -145,3 +145,21 @@ def test_the_reward_service_serves_the_function_over_http(reward_file):
         service.close()
     assert reply["rewards"] == pytest.approx([0.4, 1.0])
     assert reply["extra_logs"]["passed"] == [1.0, 1.0] and reply["extra_logs"]["verify_error"] == [0.0, 0.0]
+
+
+def test_the_openrlhf_engine_scores_through_the_service_that_serves_it(cli, tmp_path, reward_file):
+    from cascade_cli.config.grpo import RLVRConfig
+    from cascade_cli.engines.openrlhf.jobs import rlvr_jobs
+
+    spec = f"{reward_file}:score"
+    values = dict(domain="math", init="tiny", data="d.jsonl", out=str(tmp_path / "rl"), engine="openrlhf",
+                  prompts_per_step=8, group_size=2, reward_func=spec)  # fmt: skip
+    result = cli(["rlvr", "--domain", "math", "--init", "tiny", "--data", "d.jsonl", "--out", tmp_path / "rl",
+                  "--engine", "openrlhf", "--reward-func", spec])  # fmt: skip
+    assert result.exit_code == 2
+    assert f"cascade verify --serve --reward-func {spec}" in " ".join(result.output.split())
+    config = RLVRConfig(**values)
+    config.cluster.reward_urls = ["http://127.0.0.1:5000/get_reward"]
+    (job,) = rlvr_jobs(config)
+    assert job.args[job.args.index("--reward.remote_url") + 1] == "http://127.0.0.1:5000/get_reward"
+    assert any(f"--reward-func {spec}" in note for note in job.notes)
