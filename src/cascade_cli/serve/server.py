@@ -297,8 +297,10 @@ def run_server(
             loop.add_signal_handler(sig, stop.set)
         runner, bound = await start_site(create_app(service, guard), host, port)
         url = f"http://{host}:{bound}/{TOKEN_REF}/get_reward" if guard.token else masked_url(host, bound, None)
+        user = service.user_reward
+        scorer = f"reward_func {user.spec}, isolation {user.isolation}" if user else f"{service.workers} worker(s)"
         console.print(
-            f"cascade reward service on {masked_url(host, bound, guard.token, '')} ({service.workers} worker(s), "
+            f"cascade reward service on {masked_url(host, bound, guard.token, '')} ({scorer}, "
             f"timeout {service.timeout_s:g} s, {'token required' if guard.token else 'no token'}, "
             f"body <= {guard.max_body_bytes} bytes, <= {guard.max_samples} samples/request); "
             f"OpenRLHF: --reward.remote_url {url}",

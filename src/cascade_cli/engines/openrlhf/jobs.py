@@ -348,7 +348,7 @@ def rl_job(
     logging, logging_notes = logger_args(config, out, name)
     args = _rl_args(config, phase, data, steps, init, out, reward) + logging
     notes = notes + logging_notes
-    if getattr(config, "reward_func", None):  # the service scores with it: say which one it must be started with
+    if isinstance(config, RLVRConfig) and config.reward_func:  # the service must be started with it
         notes.append(f"reward_func: start the reward service as `cascade verify --serve --reward-func {config.reward_func}`")
     validate_args("train_ppo_ray", args)
     return OpenRLHFJob(
