@@ -34,6 +34,10 @@ def score(queries, prompts, labels):
         rewards.append(sum(ch in allowed for ch in response) / max(len(response), 1))
     return {"rewards": rewards, "scores": rewards, "extra_logs": {}}
 
+def verdicts(queries, prompts, labels):
+    rewards = [float(len(query) % 3) for query in queries]
+    return {"rewards": rewards, "extra_logs": {"passed": [reward == 2.0 for reward in rewards]}}
+
 def hang(queries, prompts, labels):
     import time
     time.sleep(600)
@@ -114,7 +118,7 @@ def test_a_failing_function_scores_zero_and_says_why(tmp_path, tiny_dir, reward_
     ("spec", "message"),
     [
         ("nowhere.py:score", "reward_func: nowhere.py: file not found"),
-        ("{file}:scor", "no function 'scor' (functions there: score, hang, crash)"),
+        ("{file}:scor", "no function 'scor' (functions there: score, verdicts, hang, crash)"),
         ("{file}x:score", "expected FILE.py or FILE.py:FUNCTION"),
     ],
 )
@@ -163,3 +167,17 @@ def test_the_openrlhf_engine_scores_through_the_service_that_serves_it(cli, tmp_
     (job,) = rlvr_jobs(config)
     assert job.args[job.args.index("--reward.remote_url") + 1] == "http://127.0.0.1:5000/get_reward"
     assert any(f"--reward-func {spec}" in note for note in job.notes)
+
+
+def test_verdicts_come_from_extra_logs_passed_else_a_positive_reward(reward_file):
+    from cascade_cli.serve.user_reward import RewardFunction
+
+    queries, prompts, labels = ["ab", "abc", "abcd"], ["", "", ""], ['{"answer": "a"}'] * 3
+    rewards, passed, error = RewardFunction(f"{reward_file}:verdicts")(queries, prompts, labels)
+    assert (rewards, passed, error) == ([2.0, 0.0, 1.0], [True, False, False], None)
+    isolated = RewardFunction(f"{reward_file}:score", isolation="process")
+    try:
+        rewards, passed, _ = isolated(["xa1", "x"], ["x", "x"], labels[:2])
+    finally:
+        isolated.close()
+    assert rewards == [0.5, 0.0] and passed == [True, False]

@@ -103,12 +103,12 @@ class RewardService:
         """A request scored by the user's function, called once on the whole batch, off the event loop."""
         queries, prompts, labels = user_request(body)
         start = time.perf_counter()
-        rewards, error = await asyncio.to_thread(self.user_reward, queries, prompts, labels)
+        rewards, passed, error = await asyncio.to_thread(self.user_reward, queries, prompts, labels)
         latency = (time.perf_counter() - start) / len(queries)
         if error:
             log.warning("reward_func failed: %s", error)
             return [row_error(error, latency) for _ in queries]
-        return [RowResult(reward, reward > 0, {}, latency) for reward in rewards]
+        return [RowResult(reward, verdict, {}, latency) for reward, verdict in zip(rewards, passed, strict=True)]
 
     def close(self) -> None:
         self.pool.close()

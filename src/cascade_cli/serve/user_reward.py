@@ -5,7 +5,8 @@ The signature is OpenRLHF's `reward_func`, batched: `NAME(queries, prompts, labe
 that prompt alone, and `labels[i]` the row's label as OpenRLHF's data carries it (a string stays a string; an
 object becomes its JSON text with the row's `domain` added). It returns either OpenRLHF's dict
 (`{"rewards": ..., "scores": ..., "extra_logs": ...}`, rewards a tensor or list) or the rewards themselves (a
-list or 1-D tensor of n numbers). A response counts as passed (`pass_rate`) when its reward is above 0.
+list or 1-D tensor of n numbers). A response counts as passed (`pass_rate`, the rollouts' verdict) where
+the dict's `extra_logs["passed"]` says so, else when its reward is above 0.
 
 Where it runs: the local engine calls it every step (rl_rewards.FuncReward); the reward service serves it
 (`cascade verify --serve --reward-func FILE.py:NAME`) for the OpenRLHF engine. `isolation`:
@@ -61,25 +62,35 @@ def load(spec: str) -> Callable[..., Any]:
     return function
 
 
-def as_rewards(result: Any, n: int, spec: str) -> list[float]:
-    """The n rewards of a call's result: OpenRLHF's dict (its "rewards") or the rewards themselves."""
-    rewards = result.get("rewards") if isinstance(result, dict) else result
-    if hasattr(rewards, "tolist"):  # a tensor or an array
-        rewards = rewards.tolist()
+def as_list(values: Any) -> Any:
+    return values.tolist() if hasattr(values, "tolist") else values  # a tensor or an array
+
+
+def as_scores(result: Any, n: int, spec: str) -> tuple[list[float], list[bool]]:
+    """The n rewards and verdicts of a call's result: OpenRLHF's dict (its "rewards"; the verdicts from
+    extra_logs["passed"] when it has them) or the rewards themselves; a verdict is otherwise reward > 0."""
+    rewards = as_list(result.get("rewards") if isinstance(result, dict) else result)
     if not isinstance(rewards, Sequence) or isinstance(rewards, str) or len(rewards) != n:
         found = f"{len(rewards)} values" if isinstance(rewards, Sequence) else type(rewards).__name__
         raise ValueError(
             f"{spec} returned {found} for {n} queries; expected {n} numbers (or {{'rewards': [...]}})"
         )
     try:
-        return [float(value) for value in rewards]
+        rewards = [float(value) for value in rewards]
     except (TypeError, ValueError):
         raise ValueError(f"{spec} returned a reward that is not a number: {rewards[:3]!r}") from None
+    logs = result.get("extra_logs") if isinstance(result, dict) else None
+    passed = as_list(logs.get("passed")) if isinstance(logs, dict) else None
+    if not isinstance(passed, Sequence) or len(passed) != n:
+        passed = [reward > 0 for reward in rewards]
+    return rewards, [bool(value) for value in passed]
 
 
-def call(spec: str, queries: list[str], prompts: list[str], labels: list[Any]) -> list[float]:
-    """One batched call in this process (also what a worker process runs)."""
-    return as_rewards(load(spec)(queries, prompts, labels), len(queries), spec)
+def call(
+    spec: str, queries: list[str], prompts: list[str], labels: list[Any]
+) -> tuple[list[float], list[bool]]:
+    """One batched call in this process (also what a worker process runs): (rewards, verdicts)."""
+    return as_scores(load(spec)(queries, prompts, labels), len(queries), spec)
 
 
 def label_text(label: Any, domain: str | None) -> Any:
@@ -104,16 +115,18 @@ class RewardFunction:
 
     def __call__(
         self, queries: list[str], prompts: list[str], labels: list[Any]
-    ) -> tuple[list[float], str | None]:
-        """(rewards, error): a failing call scores every query 0 and says why, never raising."""
+    ) -> tuple[list[float], list[bool], str | None]:
+        """(rewards, verdicts, error): a failing call scores every query 0 and says why, never raising."""
         try:
             if self.isolation == "none":
-                return call(self.spec, queries, prompts, labels), None
-            return self._in_worker(queries, prompts, labels), None
+                return *call(self.spec, queries, prompts, labels), None
+            return *self._in_worker(queries, prompts, labels), None
         except Exception as error:  # the user's code: any failure scores 0, the run goes on
-            return [0.0] * len(queries), f"{type(error).__name__}: {error}"
+            return [0.0] * len(queries), [False] * len(queries), f"{type(error).__name__}: {error}"
 
-    def _in_worker(self, queries: list[str], prompts: list[str], labels: list[Any]) -> list[float]:
+    def _in_worker(
+        self, queries: list[str], prompts: list[str], labels: list[Any]
+    ) -> tuple[list[float], list[bool]]:
         import multiprocessing
 
         from pebble import ProcessPool

@@ -71,9 +71,9 @@ class FuncReward(RewardHook):
         prompts = [render_row(r, r["mode"], self.tokenizer) for r in records]
         queries = [prompt + r["response"] for prompt, r in zip(prompts, records, strict=True)]
         labels = [label_text(r.get("label"), r.get("domain")) for r in records]
-        rewards, error = self.function(queries, prompts, labels)
+        rewards, passed, error = self.function(queries, prompts, labels)
         details = {"error": error} if error else {}
-        return [Score(reward=reward, passed=reward > 0, details=dict(details)) for reward in rewards]
+        return [Score(reward, verdict, dict(details)) for reward, verdict in zip(rewards, passed, strict=True)]
 
     def close(self) -> None:
         self.function.close()
