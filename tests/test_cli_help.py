@@ -115,12 +115,16 @@ def every_help(cli) -> dict[str, str]:
     return found
 
 
+USER_FILES = ("reward.py", "agent.py", "FILE.py")
+
+
 def test_flags_show_as_flags_and_no_help_points_into_source_files(cli):
     import re
 
     for words, text in every_help(cli).items():
         assert "<bool>" not in text, f"`cascade {words} --help` shows a flag as taking a value"
-        sources = set(re.findall(r"[\w/]+\.py\b", text)) - {"reward.py", "agent.py"}  # files the examples write
+        # files the examples write, and a reward function of the user's own (FILE.py, my_reward.py)
+        sources = {s for s in re.findall(r"[\w/]+\.py\b", text) if not s.endswith(USER_FILES)}
         assert not sources, f"`cascade {words} --help` points into source files: {sources}"
     result = cli(["sft", "--init", "tiny", "--data", "x", "--out", "o", "--dry-run", "true"])
     assert result.exit_code == 2  # a flag takes no value: `true` is read as a key=value word and refused

@@ -106,6 +106,11 @@ def require_model_dir(path: str | Path, what: str = "checkpoint") -> Path:
         if close_spec(str(path)):  # a typo of a spec (`smollm2-135`), not a missing folder
             raise unknown_spec(str(path), what)
         raise CascadeUsageError(f"{what} {path}: not found")
+    if not is_model_dir(path) and (path / "adapter_config.json").is_file():
+        raise CascadeUsageError(
+            f"{what} {path}: a LoRA adapter alone (lora.save=adapter), not a model; load it with "
+            "peft.PeftModel.from_pretrained onto its base, or train with lora.save=both (merged model + adapter/)"
+        )
     if not is_model_dir(path):
         raise CascadeUsageError(
             f"{what} {path}: not a model directory (expected config.json from save_pretrained)"
@@ -114,41 +119,55 @@ def require_model_dir(path: str | Path, what: str = "checkpoint") -> Path:
 
 
 class MetricsLog:
-    """Appends one JSON object per step to `metrics.jsonl` (and to TensorBoard when asked)."""
+    """Appends one JSON object per step to `metrics.jsonl`, and a table's rows to `NAME.jsonl` (an RL step's
+    sampled rollouts: `rollouts.jsonl`), each also to the stage's trackers (trackers.py). A resumed run keeps
+    the lines up to the step it resumes from; a fresh one starts the files anew."""
 
-    def __init__(self, out_dir: str | Path, tensorboard: bool = False, truncate_after_step: int | None = None):
-        self.path = Path(out_dir) / METRICS_NAME
+    def __init__(self, out_dir: str | Path, trackers: Any = None, truncate_after_step: int | None = None):
+        self.out_dir = Path(out_dir)
+        self.path = self.out_dir / METRICS_NAME
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        if truncate_after_step is not None and self.path.exists():
-            # On resume, drop lines written after the checkpoint we resume from.
-            kept = [
-                line
-                for line in self.path.read_text().splitlines()
-                if line.strip() and json.loads(line).get("step", 0) <= truncate_after_step
-            ]
-            self.path.write_text("".join(line + "\n" for line in kept))
-        elif truncate_after_step is None and self.path.exists():
-            self.path.unlink()
-        self._writer = None
-        if tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError as error:  # pragma: no cover - optional dependency
-                raise CascadeUsageError("tensorboard=true needs `pip install tensorboard`") from error
-            self._writer = SummaryWriter(str(Path(out_dir) / "tensorboard"))
+        self.truncate_after_step = truncate_after_step
+        self._started: set[Path] = set()
+        self._start(self.path)
+        self.trackers = trackers
+
+    def _start(self, path: Path) -> None:
+        """A file's first write this run: on resume drop the lines after the step resumed from, else drop it."""
+        self._started.add(path)
+        if not path.exists():
+            return
+        if self.truncate_after_step is None:
+            path.unlink()
+            return
+        kept = [
+            line
+            for line in path.read_text().splitlines()
+            if line.strip() and json.loads(line).get("step", 0) <= self.truncate_after_step
+        ]
+        path.write_text("".join(line + "\n" for line in kept))
+
+    def _append(self, path: Path, records: list[dict[str, Any]]) -> None:
+        if path not in self._started:
+            self._start(path)
+        with naming(path), path.open("a") as handle:
+            handle.writelines(json.dumps(record, default=float) + "\n" for record in records)
 
     def log(self, step: int, values: dict[str, Any]) -> None:
-        record = {"step": step, **values}
-        with naming(self.path), self.path.open("a") as handle:
-            handle.write(json.dumps(record, default=float) + "\n")
-        if self._writer is not None:
-            for key, value in values.items():
-                if isinstance(value, (int, float)):
-                    self._writer.add_scalar(key, value, step)
+        self._append(self.path, [{"step": step, **values}])
+        if self.trackers is not None:
+            self.trackers.log(step, values)
+
+    def table(self, step: int, name: str, rows: list[dict[str, Any]]) -> None:
+        """Rows of a table at this step: OUT/NAME.jsonl (each row with its step) and each tracker's table."""
+        self._append(self.out_dir / f"{name}.jsonl", [{"step": step, **row} for row in rows])
+        if self.trackers is not None:
+            self.trackers.table(step, name, rows)
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
+        if self.trackers is not None:
+            self.trackers.close()
+            self.trackers = None
 
 
 def read_metrics(ckpt_dir: str | Path) -> list[dict[str, Any]]:

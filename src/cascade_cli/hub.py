@@ -33,6 +33,9 @@ ALLOW_PATTERNS = [
     "vocab.json",
     "merges.txt",
     "added_tokens.json",
+    "adapter_config.json",  # lora.save: adapter (the folder is the adapter) or both (adapter/)
+    "adapter_model.safetensors",
+    "adapter/*",
     MANIFEST_NAME,
     "metrics.jsonl",
     "README.md",
@@ -220,8 +223,9 @@ def build_model_card(ckpt: Path, repo_id: str, run_dir: Path | None = None) -> s
     recipe = run.get("resolved") or {}
     datasets = list(dict.fromkeys([*(recipe.get("datasets") or []), *hub_datasets(chain)]))
     base = base_model(chain) or recipe.get("model")
+    adapter_only = is_adapter_dir(ckpt)
     metadata: dict[str, Any] = {
-        "library_name": "transformers",
+        "library_name": "peft" if adapter_only else "transformers",
         "license": recipe.get("license", "apache-2.0"),
         "tags": ["cascade-rl", "nemotron-cascade", "grpo", "reasoning"],
         "pipeline_tag": "text-generation",
@@ -257,8 +261,36 @@ def build_model_card(ckpt: Path, repo_id: str, run_dir: Path | None = None) -> s
         lines += evaluation_lines(results)
     if report_image(ckpt) is not None:
         lines += ["", "![benchmarks after each stage](report.png)"]
-    lines += usage_lines(repo_id)
+    lines += [] if adapter_only else usage_lines(repo_id)
+    if adapter_only or (ckpt / "adapter" / "adapter_config.json").is_file():
+        lines += adapter_lines(repo_id, str(base or "BASE_MODEL"), "" if adapter_only else "adapter")
     return "\n".join(lines)
+
+
+def is_adapter_dir(path: Path) -> bool:
+    """A LoRA stage saved with `lora.save: adapter`: PEFT's adapter files, no model of its own."""
+    return (path / "adapter_config.json").is_file() and not (path / "config.json").is_file()
+
+
+def adapter_lines(repo_id: str, base: str, subfolder: str) -> list[str]:
+    """How to load the LoRA adapter onto its base model with PEFT."""
+    where = f', subfolder="{subfolder}"' if subfolder else ""
+    return [
+        "",
+        "## The LoRA adapter",
+        "",
+        f"{'This repository holds' if not subfolder else f'`{subfolder}/` holds'} the LoRA adapter (PEFT); on its "
+        "base model it gives the merged model's outputs:",
+        "",
+        "```python",
+        "from peft import PeftModel",
+        "from transformers import AutoModelForCausalLM",
+        "",
+        f'base = AutoModelForCausalLM.from_pretrained("{base}")',
+        f'model = PeftModel.from_pretrained(base, "{repo_id}"{where})',
+        "```",
+        "",
+    ]
 
 
 def usage_lines(repo_id: str) -> list[str]:
@@ -322,7 +354,7 @@ class PushPlan:
 
 
 def plan_push(ckpt: str | Path, repo_id: str, include_trainer_state: bool = False) -> PushPlan:
-    ckpt = require_model_dir(ckpt)
+    ckpt = Path(ckpt) if is_adapter_dir(Path(ckpt)) else require_model_dir(ckpt)
     check_repo_id(repo_id)
     if include_trainer_state and not (ckpt / TRAINER_STATE_DIR).is_dir():
         raise CascadeUsageError(

@@ -80,7 +80,7 @@ def load(target: str) -> Any:
     return getattr(importlib.import_module(module_name), attribute)
 
 
-TRAINING_OPTIONS = ("engine", "dry_run", "restart")  # on every training command
+TRAINING_OPTIONS = ("engine", "dry_run", "restart", "report_to")  # on every training command
 # Kinds whose `data` may be a raw file, a folder of shards or a hub id, prepared on the fly into OUT/data.
 STAGE_DATA_KINDS = ("sft", "reward_model", "rlhf", "rlvr", "distill")
 MODEL_KEYS = ("init", "reward_model")  # config keys that name a model spec
@@ -112,8 +112,8 @@ _KINDS = (
               ("rlhf",), ("init", "reward_model", "data", "out"), ("eval_data", *TRAINING_OPTIONS),
               f"{JOBS}:rlhf_jobs", registry_check=EXTRA_ARGS),
     StageKind("rlvr", "cascade_cli.config.grpo:RLVRConfig", "cascade_cli.engines.local.grpo:run_rlvr",
-              ("rlvr",), ("domain", "init", "data", "out"), ("eval_data", *TRAINING_OPTIONS), f"{JOBS}:rlvr_jobs",
-              registry_check=EXTRA_ARGS),
+              ("rlvr",), ("domain", "init", "data", "out"), ("eval_data", "reward_func", *TRAINING_OPTIONS),
+              f"{JOBS}:rlvr_jobs", registry_check=EXTRA_ARGS),
     # Data, not a policy: samples with the previous policy (its `init`) and keeps the prompts inside a pass-rate
     # band, so the RL stage after it reads `${stages.NAME.out}` and starts from that same policy.
     StageKind("pass_rate_filter", "cascade_cli.data.pass_rate:PassRateFilterConfig",

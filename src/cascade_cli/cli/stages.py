@@ -93,7 +93,10 @@ HELP: dict[str, tuple[str, Callable[[Any, dict[str, Any]], str | None] | None]] 
         "Example: [bold]cascade rlvr --domain math --init runs/tiny/sft --data runs/tiny/data_math "
         "--out runs/tiny/math_rl steps=15[/]\n\n"
         "Example: [bold]cascade rlvr --domain code --init runs/tiny/math_rl --data runs/tiny/data_code "
-        "--out runs/tiny/code_rl steps=15[/]",
+        "--out runs/tiny/code_rl steps=15[/]\n\n"
+        "Your own reward function (OpenRLHF's reward_func signature, batched) instead of the verifier:\n\n"
+        "Example: [bold]cascade rlvr --domain math --init runs/tiny/sft --data runs/tiny/data_math "
+        "--out runs/tiny/my_reward_rl --reward-func examples/data/my_reward.py:score steps=15[/]",
         _done_rlvr,
     ),
     "distill": (

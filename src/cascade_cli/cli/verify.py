@@ -78,6 +78,22 @@ def verify_command(
             "checkpoint, or forward them to OpenRLHF's serve_rm at this http(s) URL.",
         ),
     ] = None,
+    serve_reward_func: Annotated[
+        str | None,
+        typer.Option(
+            "--reward-func",
+            help="--serve: score every request with your function FILE.py:NAME (OpenRLHF's reward_func "
+            "signature, batched) instead of the verifiers.",
+        ),
+    ] = None,
+    reward_func_isolation: Annotated[
+        str,
+        typer.Option(
+            "--reward-func-isolation",
+            help="--reward-func: none (in the service) | process (a worker process; a hang past --timeout or a "
+            "crash scores the request 0).",
+        ),
+    ] = "none",
     export_agent: Annotated[
         Path | None,
         typer.Option(
@@ -118,6 +134,8 @@ def verify_command(
 
     Example: [bold]cascade verify --serve --reward-model runs/tiny/rm --port 5000[/]  (RLHF rewards)
 
+    Example: [bold]cascade verify --serve --reward-func examples/data/my_reward.py:score --port 5000[/]  (your reward)
+
     Example: [bold]cascade verify --export-reward-func reward.py[/]  (then --reward.remote_url reward.py)
 
     Example: [bold]cascade verify --export-agent agent.py --reward-url http://HOST:5000/get_reward --top-k 20
@@ -149,9 +167,11 @@ def verify_command(
         run_server(
             host=host, port=port, token=token, max_body_bytes=int(max_body_mb * 1024 * 1024),
             max_samples=max_samples, workers=workers or 1, timeout_s=timeout, domain=domain, options=options,
-            reward_model=reward_model,
+            reward_model=reward_model, reward_func=serve_reward_func, reward_func_isolation=reward_func_isolation,
         )
         return
+    if serve_reward_func is not None:
+        raise CascadeUsageError("--reward-func: only with --serve (`cascade rlvr --reward-func` trains on it locally)")
     if reward_model is not None:
         raise CascadeUsageError("--reward-model: only with --serve (the reward service hosts the reward model)")
     if input is None:

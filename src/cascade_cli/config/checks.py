@@ -12,12 +12,13 @@ dotted key, what was expected, what was found.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import typing
 from dataclasses import dataclass
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from cascade_cli.errors import CascadeUsageError
 
@@ -130,10 +131,20 @@ def nested_config(hint: Any) -> tuple[type | None, bool]:
     return None, False
 
 
+def did_you_mean(word: Any, choices: tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(str(word), choices, n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
 def problem(bound: Bound, value: Any, integer: bool) -> str | None:
     """What is wrong with `value` under `bound` (None: nothing)."""
     if value is None or value == MISSING_VALUE or isinstance(bound, Text):
         return None
+    if isinstance(bound, OneOf) and isinstance(value, (list, tuple, ListConfig)):  # a list of words
+        wrong = [item for item in value if item not in bound.choices]
+        if not wrong:
+            return None
+        return f"expected a list of {', '.join(bound.choices)}; found {wrong[0]!r}{did_you_mean(wrong[0], bound.choices)}"
     if isinstance(bound, OneOf):
         return None if value in bound.choices else f"expected {bound.describe()}; found {value!r}"
     if isinstance(value, bool) or not isinstance(value, (int, float)):

@@ -10,9 +10,11 @@ from omegaconf import MISSING
 
 from cascade_cli.config.checks import TEXT, Bound, above, at_least, fraction, one_of
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.trackers import DEFAULT_REPORT_TO, TRACKERS
 
 GRADIENT_CHECKPOINTING = ("true", "false", "auto")
 ENGINES = ("local", "openrlhf")
+LORA_SAVES = ("merged", "adapter", "both")
 SEEDS = at_least(0)  # numpy seeds must be non-negative
 
 
@@ -123,7 +125,8 @@ class StageConfig:
 
 @dataclass
 class LoRAConfig:
-    """LoRA adapters (peft) on the trained model; merged into plain HF weights in every checkpoint."""
+    """LoRA adapters (peft) on the trained model; merged into plain HF weights in the checkpoint unless `save`
+    asks for the adapter too (or alone)."""
 
     # Adapter rank; 0: off (every weight trains). `lora.r=8` turns LoRA on (it usually wants ~10x the lr).
     r: int = 0
@@ -133,15 +136,21 @@ class LoRAConfig:
     dropout: float = 0.0
     # Layers that get adapters: all-linear (every linear layer but the LM head) or names, e.g. q_proj,v_proj.
     target_modules: str = "all-linear"
+    # What the stage's OUT holds (local engine): merged (a plain HF model, adapters folded in) | adapter
+    # (PEFT's adapter_config.json + adapter_model.safetensors alone: load with PeftModel.from_pretrained onto
+    # the base; no later stage can start from it) | both (the merged model, and the adapter in OUT/adapter).
+    save: str = "merged"
 
     BOUNDS: ClassVar[dict[str, Bound]] = {
         "r": at_least(0, "0 (off) or a positive rank"), "alpha": above(0), "dropout": fraction(high_open=True),
-        "target_modules": TEXT,
+        "target_modules": TEXT, "save": one_of(*LORA_SAVES),
     }
 
     def check(self) -> None:
         if self.r and not self.target_modules.strip(", "):
             raise CascadeUsageError("target_modules: expected all-linear or module names, found nothing")
+        if self.save != "merged" and not self.r:
+            raise CascadeUsageError(f"save: {self.save} needs adapters (lora.r > 0); found lora.r=0")
 
 
 @dataclass
@@ -176,8 +185,13 @@ class TrainerConfig(StageConfig):
     # completes, for `cascade push --include-trainer-state`. Off: a completed stage is its checkpoint, and a
     # rerun of it, same config, trains nothing; its state only ever served a resume.
     keep_trainer_state: bool = False
+    # Experiment trackers for metrics, config and sampled rollouts: tensorboard (OUT/tensorboard), wandb
+    # (OUT/wandb, offline unless WANDB_MODE / WANDB_API_KEY), mlflow ($MLFLOW_TRACKING_URI, else OUT/mlruns);
+    # [] for metrics.jsonl alone.
+    report_to: list[str] = field(default_factory=lambda: list(DEFAULT_REPORT_TO))
 
     BOUNDS: ClassVar[dict[str, Bound]] = {
+        "report_to": one_of(*TRACKERS),
         "lr": above(0), "weight_decay": at_least(0), "beta1": fraction(high_open=True),
         "beta2": fraction(high_open=True), "max_grad_norm": at_least(0),
         "gradient_checkpointing": one_of(*GRADIENT_CHECKPOINTING),

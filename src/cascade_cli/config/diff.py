@@ -25,6 +25,8 @@ RUNTIME_KEYS: tuple[str, ...] = (
     "stop_after",
     "log_every",
     "tensorboard",
+    "report_to",
+    "log_rollouts",
     "threads",
     "dry_run",
     "name",

@@ -8,6 +8,7 @@ from typing import ClassVar
 
 from cascade_cli.chat import MODES
 from cascade_cli.config.checks import Bound, Range, at_least, one_of, validate
+from cascade_cli.trackers import DEFAULT_REPORT_TO, TRACKERS
 
 BACKENDS = ("auto", "vllm", "hf")
 
@@ -30,8 +31,12 @@ class EvalSettings:
     backend: str = "auto"  # auto | vllm | hf
     seed: int = 0  # sampling seed
     workers: int = 1  # verifier processes
+    # Experiment trackers for the scores and a table of samples (with --out): tensorboard, wandb, mlflow
+    # (see a training stage's report_to); [] for results.json alone.
+    report_to: list[str] = field(default_factory=lambda: list(DEFAULT_REPORT_TO))
 
     BOUNDS: ClassVar[dict[str, Bound]] = {
+        "report_to": one_of(*TRACKERS),
         "k": at_least(1), "mode": one_of(*MODES), "limit": at_least(1), "max_tokens": at_least(1),
         "temperature": at_least(0), "top_p": Range(0, 1, low_open=True), "backend": one_of(*BACKENDS),
         "seed": at_least(0), "workers": at_least(1),

@@ -10,6 +10,7 @@ RLHF subclasses `GRPOConfig` (reward = a reward model's score, `mode: half`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Optional
 
 from omegaconf import MISSING
@@ -131,8 +132,9 @@ class GRPOConfig(TrainerConfig):
     # Bookkeeping.
     save_every: int = 0  # write trainer_state/ every N steps (0: only at the end)
     resume: bool = True  # continue from OUT/trainer_state when present
-    # Also write TensorBoard logs to OUT/tensorboard.
-    tensorboard: bool = False
+    # Rollouts per step (sampled, seeded) written with prompt, answer, reward and verdict to
+    # OUT/rollouts.jsonl and to the report_to trackers as a table; 0: none.
+    log_rollouts: int = 4
 
     BOUNDS: ClassVar[dict[str, Bound]] = {
         "data": TEXT, "eval_data": TEXT, "eval_max_new_tokens": at_least(1), "eval_limit": at_least(1),
@@ -145,6 +147,7 @@ class GRPOConfig(TrainerConfig):
         "adv_eps": above(0), "kl_coef": at_least(0), "loss_aggregation": one_of(*LOSS_AGGREGATIONS),
         "entropy_coef": at_least(0), "train_micro_batch": at_least(1), "logprob_chunk_tokens": at_least(1),
         "dtype": one_of(*DTYPES), "verify_workers": at_least(1), "save_every": at_least(0),
+        "log_rollouts": at_least(0),
     }
 
     def check(self) -> None:
@@ -217,10 +220,19 @@ class RLVRConfig(GRPOConfig):
     reward_model: Optional[str] = None
     rm_batch_size: int = 32  # sequences per reward-model forward (if_rm_bonus, local engine)
     rm_max_len: int = 4096  # longer (prompt + answer) texts keep their last rm_max_len tokens (if_rm_bonus)
+    # Your own reward instead of the domain's verifier: FILE.py:FUNCTION with OpenRLHF's reward_func
+    # signature, batched (FUNCTION(queries, prompts, labels) -> n rewards); the domain still picks the mode.
+    reward_func: Optional[str] = None
+    # none: call reward_func in the trainer's process | process: in a worker process with a timeout (a hang or
+    # crash scores the batch 0 and the run goes on).
+    reward_func_isolation: str = "none"
+    # Seconds a reward_func call may take under isolation=process.
+    reward_func_timeout_s: float = 60.0
 
     BOUNDS: ClassVar[dict[str, Bound]] = {
         "domain": one_of(*DOMAIN_MODES), "reward_model": TEXT, "rm_batch_size": at_least(1),
-        "rm_max_len": at_least(1),
+        "rm_max_len": at_least(1), "reward_func": TEXT, "reward_func_isolation": one_of("none", "process"),
+        "reward_func_timeout_s": above(0),
     }  # fmt: skip
 
     def check(self) -> None:
@@ -237,8 +249,30 @@ class RLVRConfig(GRPOConfig):
                 "if_rm_bonus: the local engine needs reward_model=CKPT (RLHF's reward model, `${stages.rm.out}` "
                 "in a recipe)"
             )
+        if self.reward_func:
+            path, _ = parse_reward_func(self.reward_func)
+            if self.engine == "local" and not path.is_file():
+                raise CascadeUsageError(f"reward_func: {path}: file not found")
+            if self.if_rm_bonus:
+                raise CascadeUsageError("if_rm_bonus: the RM bonus adds to the IF verifier's reward, not to reward_func")
         if self.engine == "openrlhf" and not self.cluster.reward_urls:
+            if self.reward_func:
+                raise CascadeUsageError(
+                    "cluster.reward_urls: on engine openrlhf the reward service serves reward_func: start "
+                    f"`cascade verify --serve --reward-func {self.reward_func}` and set "
+                    "cluster.reward_urls=[http://HOST:PORT/get_reward]"
+                )
             raise missing_reward("cluster.reward_urls")
+
+
+def parse_reward_func(spec: str) -> tuple[Path, str]:
+    """"FILE.py:NAME" -> (file, NAME); "FILE.py" -> (file, reward_func), OpenRLHF's name for it."""
+    path, sep, name = str(spec).rpartition(":")
+    if not (sep and path and name.isidentifier()):
+        path, name = str(spec), "reward_func"
+    if not path.endswith(".py"):
+        raise CascadeUsageError(f"reward_func: expected FILE.py or FILE.py:FUNCTION, found {spec!r}")
+    return Path(path), name
 
 
 def resolve_phases(config: GRPOConfig) -> list[PhaseConfig]:

@@ -41,8 +41,6 @@ class RewardModelConfig(TrainerConfig):
     bf16: bool = True  # autocast where the hardware has bf16; master weights stay float32
     # Log metrics every N optimizer steps.
     log_every: int = 1
-    # Also write TensorBoard logs to OUT/tensorboard.
-    tensorboard: bool = False
     save_every: int = 0  # write trainer_state/ every N optimizer steps (0: only at the end)
     resume: bool = True  # continue from OUT/trainer_state when present
     stop_after: Optional[int] = None  # stop (state saved) after this step, as if killed; for resume tests

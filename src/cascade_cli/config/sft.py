@@ -43,8 +43,6 @@ class SFTConfig(TrainerConfig):
     stop_after: int | None = None  # stop (state saved) after this step, as if killed; for resume tests
     # Log metrics every N optimizer steps.
     log_every: int = 1
-    # Also write TensorBoard logs to OUT/tensorboard.
-    tensorboard: bool = False
     # Held-out math prompts (canonical math rows, a file or a prepare-data directory): greedy exact-answer
     # accuracy of the init and the trained model is printed and stored in the manifest.
     eval_prompts: str | None = None

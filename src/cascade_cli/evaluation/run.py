@@ -22,6 +22,7 @@ from cascade_cli.evaluation.scoring import score_benchmark
 from cascade_cli.jsonl import write_jsonl
 from cascade_cli.progress import Progress as ProgressBar
 from cascade_cli.records import rollout_record
+from cascade_cli.trackers import report_evaluation
 from cascade_cli.verifiers import known_domains
 from cascade_cli.verifiers.batch import verifier_problem
 
@@ -156,6 +157,7 @@ def evaluate_checkpoint(
     }
     if out_dir is not None:
         write_results(out_dir, output, samples)
+        report_evaluation(settings.report_to, out_dir, output, samples, model=Path(model_dir).name)
     return output
 
 

@@ -42,8 +42,9 @@ from cascade_cli.serve.auth import (
     split_token_path,
 )
 from cascade_cli.serve.protocol import ProtocolError, build_records, make_reply
+from cascade_cli.serve.user_reward import RewardFunction
 from cascade_cli.serve.workers import WorkerPool
-from cascade_cli.verifiers.batch import Options
+from cascade_cli.verifiers.batch import Options, RowResult, row_error
 from cascade_cli.verifiers.reward_model import RM_DOMAIN, RewardModelScorer
 
 log = logging.getLogger("cascade.serve")
@@ -72,8 +73,12 @@ class RewardService:
         options: Options | None = None,
         registrations: dict[str, str] | None = None,
         reward_model: str | None = None,
+        reward_func: str | None = None,
+        reward_func_isolation: str = "none",
     ) -> None:
         self.domain = domain
+        # --reward-func: the user's function scores every request (user_reward.py), not the verifiers
+        self.user_reward = RewardFunction(reward_func, reward_func_isolation, timeout_s) if reward_func else None
         # --reward-model: RLHF (domain general) and IF-RL's RM bonus, see rm_rewards.py
         self.rm = RewardModelScorer(reward_model) if reward_model else None
         self.extra_domains = (RM_DOMAIN,) if self.rm else ()
@@ -94,8 +99,40 @@ class RewardService:
         # The pool always completes the future: rows, or reward-0 rows for a timeout or a twice-dead worker.
         return await asyncio.wrap_future(self.pool.submit(records))
 
+    async def score_with_function(self, body: Any) -> list[RowResult]:
+        """A request scored by the user's function, called once on the whole batch, off the event loop."""
+        queries, prompts, labels = user_request(body)
+        start = time.perf_counter()
+        rewards, passed, error = await asyncio.to_thread(self.user_reward, queries, prompts, labels)
+        latency = (time.perf_counter() - start) / len(queries)
+        if error:
+            log.warning("reward_func failed: %s", error)
+            return [row_error(error, latency) for _ in queries]
+        return [RowResult(reward, verdict, {}, latency) for reward, verdict in zip(rewards, passed, strict=True)]
+
     def close(self) -> None:
         self.pool.close()
+        if self.user_reward is not None:
+            self.user_reward.close()
+
+
+def user_request(body: Any) -> tuple[list[str], list[str], list[Any]]:
+    """(queries, prompts, labels) of a request for the user's function: labels go to it as OpenRLHF sent
+    them (the function reads them), so only the shapes are checked."""
+    if not isinstance(body, dict):
+        raise ProtocolError(f"expected a JSON object with query, prompts, labels; found {type(body).__name__}")
+    queries = body.get("query", body.get("queries"))
+    queries = [queries] if isinstance(queries, str) else queries
+    if not isinstance(queries, list) or not queries or not all(isinstance(q, str) for q in queries):
+        raise ProtocolError("'query' must be a non-empty list of strings")
+    prompts = body.get("prompts") or [""] * len(queries)
+    labels = body.get("labels")
+    labels = labels if isinstance(labels, list) else [labels] * len(queries)
+    if not len(queries) == len(prompts) == len(labels):
+        raise ProtocolError(
+            f"query, prompts and labels must have the same length; found {len(queries)}, {len(prompts)}, {len(labels)}"
+        )
+    return queries, prompts, labels
 
 
 def _route(request: web.Request) -> tuple[str, str]:
@@ -191,8 +228,12 @@ async def _reward(request: web.Request) -> web.Response:
         body = await _read_body(request, request.app[GUARD_KEY], shown)
         if isinstance(body, web.Response):
             return body
-        records = build_records(body, service.domain, service.extra_domains)
-        results = await service.score(records, rm_rewards.request_options(body))
+        if service.user_reward is not None:
+            results = await service.score_with_function(body)
+            records = [{"domain": "reward_func"}]
+        else:
+            records = build_records(body, service.domain, service.extra_domains)
+            results = await service.score(records, rm_rewards.request_options(body))
     except ProtocolError as error:
         service.bad_requests += 1
         return _refuse(request, 400, str(error), shown)
@@ -202,7 +243,7 @@ async def _reward(request: web.Request) -> web.Response:
     log.info(
         "POST %s 200 n=%d domain=%s mean_reward=%.4f errors=%d %.1f ms",
         shown,
-        len(records),
+        len(results),
         domains,
         sum(result.reward for result in results) / len(results),
         errors,
@@ -256,8 +297,10 @@ def run_server(
             loop.add_signal_handler(sig, stop.set)
         runner, bound = await start_site(create_app(service, guard), host, port)
         url = f"http://{host}:{bound}/{TOKEN_REF}/get_reward" if guard.token else masked_url(host, bound, None)
+        user = service.user_reward
+        scorer = f"reward_func {user.spec}, isolation {user.isolation}" if user else f"{service.workers} worker(s)"
         console.print(
-            f"cascade reward service on {masked_url(host, bound, guard.token, '')} ({service.workers} worker(s), "
+            f"cascade reward service on {masked_url(host, bound, guard.token, '')} ({scorer}, "
             f"timeout {service.timeout_s:g} s, {'token required' if guard.token else 'no token'}, "
             f"body <= {guard.max_body_bytes} bytes, <= {guard.max_samples} samples/request); "
             f"OpenRLHF: --reward.remote_url {url}",

@@ -316,10 +316,16 @@ def load_state(start: Start, model, optimizer, scheduler=None) -> None:
 # ---- the final checkpoint ------------------------------------------------------------------------------
 
 
-def save_final(out: str | Path, model, tokenizer=None, **save_kwargs: Any) -> None:
+ADAPTER_DIR = "adapter"  # lora.save both: PEFT's adapter files beside the merged model
+
+
+def save_final(
+    out: str | Path, model, tokenizer=None, *, lora_save: str = "merged", base: str = "", **save_kwargs: Any
+) -> None:
     """`save_pretrained` (+ tokenizer) into OUT/.final.tmp/, then rename each file into OUT. The caller
     writes the manifest last (status completed): until then a rerun resumes from trainer_state/. A LoRA
-    model is saved merged: a plain HF checkpoint (no adapter files) that vLLM and OpenRLHF read."""
+    model is saved as `lora_save` says: merged (a plain HF checkpoint that vLLM and OpenRLHF read), adapter
+    (PEFT's adapter files on `base` alone) or both (the merged model, the adapter files in OUT/adapter)."""
     from cascade_cli.engines.local import lora
     from cascade_cli.models.loader import quiet_transformers
 
@@ -328,10 +334,16 @@ def save_final(out: str | Path, model, tokenizer=None, **save_kwargs: Any) -> No
     staging = out / FINAL_STAGING
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    if lora.has_lora(model):
-        save_kwargs["state_dict"] = lora.merged_state_dict(model)
+    lora_save = lora_save if lora.has_lora(model) else "merged"
+    if lora_save != "merged":
+        shutil.rmtree(out / ADAPTER_DIR, ignore_errors=True)
     with writing(staging, "checkpoint"):
-        model.save_pretrained(str(staging), **save_kwargs)
+        if lora_save in ("merged", "both"):
+            if lora.has_lora(model):
+                save_kwargs["state_dict"] = lora.merged_state_dict(model)
+            model.save_pretrained(str(staging), **save_kwargs)
+        if lora_save != "merged":
+            lora.save_adapter(model, staging / ADAPTER_DIR if lora_save == "both" else staging, base)
         if tokenizer is not None:
             tokenizer.save_pretrained(str(staging))
     share(staging)  # safetensors writes its files 0600

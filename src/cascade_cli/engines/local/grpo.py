@@ -18,7 +18,6 @@ The math lives in losses.py (pure functions) and logprobs.py (memory-safe log-pr
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -86,6 +85,7 @@ class Run:
     rollout_logprobs: bool = False
     lr_schedule: Callable[[int], float] | None = None
     pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="reward"))
+    sampled: list[Group] = field(default_factory=list)  # the last step's groups (its logged rollouts)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -134,6 +134,7 @@ def train_step(run: Run, step: int) -> dict[str, Any]:
     sync_began = time.perf_counter()
     lora.sync_weights(run.policy, run.generator)
     timer["sync"] = time.perf_counter() - sync_began
+    run.sampled = sampled
     return rl_records.step_metrics(run, phase_index, phase, sampled, kept, rounds, update, timer, began)
 
 
@@ -327,19 +328,6 @@ def state_extra(run: Run, eval_before: dict | None) -> dict[str, Any]:
     }
 
 
-HELDOUT_ROWS = "heldout_rows.jsonl"  # each held-out row's greedy reward before and after the stage
-
-
-def write_heldout_rows(path: Path, before: list[dict[str, Any]], after: list[dict[str, Any]]) -> None:
-    """One line per held-out row: its reward and verdict before and after (the same rows, in order)."""
-    rows = [
-        {"id": b["id"], "domain": b["domain"], "reward_before": b["reward"], "reward_after": a["reward"],
-         "passed_before": b["passed"], "passed_after": a["passed"]}
-        for b, a in zip(before, after, strict=True)
-    ]  # fmt: skip
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-
-
 def train(stage: Stage, run: Run) -> dict[str, Any]:
     """Steps from `stage.begin` to the end of the schedule; the final checkpoint; the summary."""
     config, step, eval_before = run.config, stage.begin.step, stage.begin.extra.get("eval_before")
@@ -353,6 +341,8 @@ def train(stage: Stage, run: Run) -> dict[str, Any]:
             last = train_step(run, step)
             step += 1
             metrics_log.log(step, last)
+            if config.log_rollouts:
+                metrics_log.table(step, "rollouts", rl_records.sampled_rollouts(run, run.sampled, step))
             progress.update(
                 done=step,
                 note=(
@@ -374,7 +364,7 @@ def train(stage: Stage, run: Run) -> dict[str, Any]:
             summary[f"heldout_{key}_before"], summary[f"heldout_{key}_after"] = eval_before[key], after[key]
         summary["heldout_n"] = after["n"]
         if "rows" in eval_before:
-            write_heldout_rows(Path(config.out) / HELDOUT_ROWS, eval_before["rows"], after["rows"])
+            rl_records.write_heldout_rows(Path(config.out) / rl_records.HELDOUT_ROWS, eval_before["rows"], after["rows"])
     summary["wall_s"] = time.perf_counter() - started
     run.generator.close()
     return summary
@@ -452,20 +442,24 @@ def run_grpo(
 
 
 def run_rlvr(config: RLVRConfig) -> dict[str, Any]:
-    """`cascade rlvr --domain DOMAIN`: GRPO with the domain's verifier as the reward (the config's checks
-    have run: config/grpo.py)."""
+    """`cascade rlvr --domain DOMAIN`: GRPO with the domain's verifier as the reward, or the user's function
+    (`reward_func`: the rows need a prompt, their labels are its to read); the config's checks have run."""
     mode = config.mode or DOMAIN_MODES[config.domain]
     options = dict(config.verifier_options)
     try:
-        verifier = load_verifier(config.domain, options)  # the cached instance scoring uses
+        verifier = None if config.reward_func else load_verifier(config.domain, options)  # the instance scoring uses
     except (TypeError, ValueError) as error:
-        raise CascadeUsageError(
-            f"verifier_options: not accepted by the {config.domain} verifier ({error})"
-        ) from None
+        raise CascadeUsageError(f"verifier_options: not accepted by the {config.domain} verifier ({error})") from None
     stage, rows, eval_rows = load_checked_rows(config, verifier)
     if stage.completed is not None:
         return stage.completed
-    reward = rl_rewards.VerifierReward(config.domain, workers=config.verify_workers, options=options)
+    reward: RewardHook = (
+        rl_rewards.FuncReward(
+            config.reward_func, stage.load_tokenizer(), config.reward_func_isolation, config.reward_func_timeout_s
+        )
+        if config.reward_func
+        else rl_rewards.VerifierReward(config.domain, workers=config.verify_workers, options=options)
+    )
     # IF-RL's reward-model bonus: the RLHF reward model on the policy's device (if_rm_bonus.py)
     hook, setup = with_rm_bonus(config, reward) if config.if_rm_bonus else (reward, None)
     return run_grpo(config, hook, domain=config.domain, mode=mode, rows=rows, eval_rows=eval_rows, stage=stage, setup=setup)

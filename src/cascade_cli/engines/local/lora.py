@@ -8,13 +8,15 @@ peft injects its layers into the HF model in place; the trainers keep using that
 so log-probs, generation and RM scoring read the same object with or without LoRA. Only the adapters (and the
 `keep` modules, e.g. the reward model's score head) require gradients, so the optimizer holds nothing else.
 trainer_state/ keeps the adapted model's own state dict (base + adapters + optimizer: an exact resume);
-every checkpoint and weight sync gets `merged_state_dict` (a plain HF model, no adapter files).
+every weight sync gets `merged_state_dict`, and so does the checkpoint unless `lora.save` asks for PEFT's
+adapter files (`save_adapter`, through the PeftModel wrapper `apply` keeps beside the model).
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -22,6 +24,7 @@ import torch
 from cascade_cli.config.common import LoRAConfig
 
 ADAPTER = "default"  # peft's adapter name
+WRAPPER = "_cascade_peft_model"  # the PeftModel around an adapted model, kept out of its modules (no cycle)
 _BASE, _KEPT, _ORIGINAL = ".base_layer.", f".modules_to_save.{ADAPTER}.", ".original_module."
 
 
@@ -41,7 +44,8 @@ def apply(model: Any, lora: LoRAConfig, keep: tuple[str, ...] = ()) -> Any:
         modules_to_save=list(keep) or None,
     )
     try:
-        get_peft_model(model, peft_config)  # injects into `model`; its wrapper is not needed
+        # injects into `model`; the wrapper only writes the adapter files (save_adapter)
+        model.__dict__[WRAPPER] = get_peft_model(model, peft_config)
     except ValueError as error:
         from cascade_cli.errors import CascadeUsageError
 
@@ -79,6 +83,15 @@ def merged_state_dict(model: Any) -> dict[str, torch.Tensor]:
         weight = f"{name}.weight"
         merged[weight] = merged[weight] + layer.get_delta_weight(ADAPTER).to(merged[weight].dtype)
     return merged
+
+
+def save_adapter(model: Any, directory: str | Path, base: str) -> None:
+    """PEFT's adapter files (adapter_config.json naming `base`, adapter_model.safetensors) in `directory`:
+    what `PeftModel.from_pretrained(base_model, directory)` loads."""
+    wrapper = model.__dict__[WRAPPER]
+    wrapper.peft_config[ADAPTER].base_model_name_or_path = base
+    wrapper.save_pretrained(str(directory))
+    (Path(directory) / "README.md").unlink(missing_ok=True)  # PEFT's template card; `cascade push` writes one
 
 
 @contextlib.contextmanager

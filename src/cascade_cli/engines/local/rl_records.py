@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import random
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -52,3 +55,35 @@ def step_metrics(
         "time_sync": timer["sync"],
         "time_step": wall,
     }
+
+
+def sampled_rollouts(run: Run, sampled: list[Group], step: int) -> list[dict[str, Any]]:
+    """`log_rollouts` of the step's responses, drawn without replacement (seeded by the seed and the step, on
+    a generator of their own, so the training's random streams are untouched): the prompt as the model saw
+    it, the answer, its training reward, the verifier's verdict (TRL's log_completions)."""
+    everything = [(g, j) for g in sampled for j in range(len(g.completions))]
+    picked = random.Random(run.config.seed * 1_000_003 + step).sample(everything, min(run.config.log_rollouts, len(everything)))
+    return [
+        {
+            "id": str(run.rows[g.row_index].get("id", g.row_index)),
+            "prompt": run.tokenizer.decode(g.prompt_ids, skip_special_tokens=False),
+            "answer": g.completions[j].text,
+            "reward": float(g.rewards[j]),
+            "passed": bool(g.scores[j].passed),
+            "finish_reason": g.completions[j].finish_reason,
+        }
+        for g, j in sorted(picked, key=lambda pick: (sampled.index(pick[0]), pick[1]))
+    ]
+
+
+HELDOUT_ROWS = "heldout_rows.jsonl"  # each held-out row's greedy reward before and after the stage
+
+
+def write_heldout_rows(path: Path, before: list[dict[str, Any]], after: list[dict[str, Any]]) -> None:
+    """One line per held-out row: its reward and verdict before and after (the same rows, in order)."""
+    rows = [
+        {"id": b["id"], "domain": b["domain"], "reward_before": b["reward"], "reward_after": a["reward"],
+         "passed_before": b["passed"], "passed_after": a["passed"]}
+        for b, a in zip(before, after, strict=True)
+    ]  # fmt: skip
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))

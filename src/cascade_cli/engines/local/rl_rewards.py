@@ -53,6 +53,32 @@ class VerifierReward(RewardHook):
         return verify_batch(records, domain=self.domain, workers=self.workers, options=self.options)
 
 
+class FuncReward(RewardHook):
+    """A user's reward function (`reward_func: FILE.py:NAME`, serve/user_reward.py), called on each chunk of
+    rollouts as OpenRLHF calls it: queries (rendered prompt + response), prompts, labels. A call that fails
+    scores its rollouts 0 with `details["error"]` (the step's warning names it)."""
+
+    def __init__(self, spec: str, tokenizer: Any, isolation: str = "none", timeout_s: float = 60.0) -> None:
+        from cascade_cli.serve.user_reward import RewardFunction
+
+        self.function = RewardFunction(spec, isolation, timeout_s)
+        self.tokenizer = tokenizer
+
+    def score(self, records: list[dict[str, Any]]) -> list[Score]:
+        from cascade_cli.engines.local.rl_data import render_row
+        from cascade_cli.serve.user_reward import label_text
+
+        prompts = [render_row(r, r["mode"], self.tokenizer) for r in records]
+        queries = [prompt + r["response"] for prompt, r in zip(prompts, records, strict=True)]
+        labels = [label_text(r.get("label"), r.get("domain")) for r in records]
+        rewards, passed, error = self.function(queries, prompts, labels)
+        details = {"error": error} if error else {}
+        return [Score(reward, verdict, dict(details)) for reward, verdict in zip(rewards, passed, strict=True)]
+
+    def close(self) -> None:
+        self.function.close()
+
+
 @dataclass
 class Group:
     """One prompt's G rollouts, their scores and what the loss sees of them."""

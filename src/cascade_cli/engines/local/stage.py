@@ -94,6 +94,11 @@ class Stage:
         return self.config.name or self.config.kind
 
     @property
+    def run_name(self) -> str:
+        """The trackers' run name: the stage's name in a recipe, else KIND-OUT_FOLDER."""
+        return self.config.name or f"{self.config.kind}-{self.out.name}"
+
+    @property
     def out(self) -> Path:
         return Path(self.config.out or "")
 
@@ -148,9 +153,15 @@ class Stage:
             self.save_state(step, model, optimizer, scheduler, extra)
 
     def metrics_log(self) -> MetricsLog:
-        """metrics.jsonl (and TensorBoard when asked); a resumed run keeps the lines up to its step."""
+        """metrics.jsonl and the trackers of `report_to` (named after the stage, with its config and tags); a
+        resumed run keeps the lines up to its step."""
+        from cascade_cli.trackers import Trackers, stage_tags
+
         resumed_at = self.begin.step if self.begin.resumed else None
-        return MetricsLog(self.out, tensorboard=self.config.tensorboard, truncate_after_step=resumed_at)
+        trackers = Trackers(
+            self.config.report_to, self.out, name=self.run_name, config=self.config_dict, tags=stage_tags(self.config)
+        )
+        return MetricsLog(self.out, trackers, truncate_after_step=resumed_at)
 
     def record(self, status: str, metrics: dict[str, Any] | None = None, **timings: float) -> None:
         """The stage manifest (cascade_stage.json) with this status."""
@@ -161,8 +172,12 @@ class Stage:
         )
 
     def save_final(self, model: Any, tokenizer: Any) -> None:
-        """The HF checkpoint (weights + tokenizer) in OUT; the manifest comes after, in `complete`."""
-        checkpoint.save_final(self.out, model, tokenizer, safe_serialization=True)
+        """The HF checkpoint (weights + tokenizer; under LoRA as `lora.save` says) in OUT; the manifest comes
+        after, in `complete`."""
+        lora_save = self.config.lora.save if hasattr(self.config, "lora") else "merged"
+        checkpoint.save_final(
+            self.out, model, tokenizer, lora_save=lora_save, base=str(self.init), safe_serialization=True
+        )
 
     def stopped(self, step: int, total: int, metrics: dict[str, Any], **timings: float) -> dict[str, Any]:
         """A run stopped before its last step (stop_after): its state is saved; a rerun resumes it."""

@@ -44,6 +44,7 @@ from cascade_cli.config.rm import RewardModelConfig
 from cascade_cli.config.sft import SFTConfig
 from cascade_cli.engines.openrlhf.cluster import submit_prefix
 from cascade_cli.engines.openrlhf.extra_args import extra_args
+from cascade_cli.engines.openrlhf.logger_args import logger_args
 from cascade_cli.engines.openrlhf.validate import validate_args
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.models.real import cache_target, is_real_spec
@@ -185,9 +186,8 @@ def _deepspeed_job(
         # carry their flags). OpenRLHF saves the tokenizer with it, so RL stages render prompts the same way.
         *_template_args(model_ref(str(config.init))),
     ]
-    if config.tensorboard:
-        args += ["--logger.tensorboard_dir", str(out / "tensorboard")]
-    args += data_args
+    logging, notes = logger_args(config, out, stage_name(config))
+    args += logging + data_args
     if config.max_steps:
         args += ["--data.max_samples", str(config.max_steps * global_batch)]
     nodes, per_node = role_layout(config.cluster, None)
@@ -202,6 +202,7 @@ def _deepspeed_job(
         args=args,
         init=str(config.init),
         output_dir=str(out),
+        notes=notes,
     )
 
 
@@ -296,8 +297,6 @@ def _rl_args(
         # >= 0 scales a truncated sample's reward (0: reward 0, the paper's setting); < 0 replaces it.
         coef = 0.0 if float(config.truncated_reward) == 0 else float(config.truncated_reward)
         args += ["--reward.stop_properly_penalty_coef", _float(coef)]
-    if config.tensorboard:
-        args += ["--logger.tensorboard_dir", str(out / "tensorboard")]
     return args
 
 
@@ -348,7 +347,11 @@ def rl_job(
         reward = ["--train.agent_func_path", agent[0]]
     else:
         reward = remote_reward(urls)
-    args = [*_rl_args(config, phase, data, steps, init, out, reward), *extra_args(config)]
+    logging, logging_notes = logger_args(config, out, name)
+    args = [*_rl_args(config, phase, data, steps, init, out, reward), *logging, *extra_args(config)]
+    notes = notes + logging_notes
+    if isinstance(config, RLVRConfig) and config.reward_func:  # the service must be started with it
+        notes.append(f"reward_func: start the reward service as `cascade verify --serve --reward-func {config.reward_func}`")
     validate_args("train_ppo_ray", args)
     return OpenRLHFJob(
         name=name,
