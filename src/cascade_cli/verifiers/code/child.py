@@ -82,6 +82,29 @@ def _resolve_callable(namespace: dict, fn_name: str):
     raise NameError(f"the program defines neither {fn_name}() nor Solution.{fn_name}()")
 
 
+def std_streams() -> tuple[io.TextIOWrapper, io.TextIOWrapper, io.TextIOWrapper]:
+    """sys.stdin, stdout and stderr over fds 0, 1 and 2 as a program expects them."""
+    # newline="\n" is what CPython gives sys.std* on POSIX: lines split at \n, no \r or \r\n translation
+    # (the default newline=None would turn "a\rb\r\nc" into "a\nb\nc" and change character counts).
+    stdin = io.TextIOWrapper(
+        io.BufferedReader(io.FileIO(0, "rb", closefd=False)), "utf-8", "replace", newline="\n"
+    )
+    stdout = io.TextIOWrapper(
+        io.BufferedWriter(io.FileIO(1, "wb", closefd=False), 1 << 16), "utf-8", "replace", newline="\n"
+    )
+    stderr = io.TextIOWrapper(
+        io.BufferedWriter(io.FileIO(2, "wb", closefd=False)), "utf-8", "backslashreplace", newline="\n",
+        line_buffering=True,
+    )  # fmt: skip
+    return stdin, stdout, stderr
+
+
+# Made once in the harness and inherited unused by every assert run's program process, which only serves
+# calls (its stdin is empty, its output no part of the verdict): building them is a good part of a
+# child's start. stdio and call runs build their own, whose seek and tell see the run's own files.
+PREBUILT_STREAMS = std_streams()
+
+
 def enter_child(job: dict, fds: tuple[int, ...]) -> None:
     """In a forked child, before any program code: fds 0.. as given and no others, no capabilities, the
     job's rlimits, and std streams that read and write those fds."""
@@ -97,21 +120,8 @@ def enter_child(job: dict, fds: tuple[int, ...]) -> None:
             os.write(2, f"sandbox: {error}\n".encode())
             raise  # nothing runs
     os.chdir(job["workdir"])
-    # newline="\n" is what CPython gives sys.std* on POSIX: lines split at \n, no \r or \r\n translation
-    # (the default newline=None would turn "a\rb\r\nc" into "a\nb\nc" and change character counts).
-    sys.stdin = sys.__stdin__ = io.TextIOWrapper(
-        io.BufferedReader(io.FileIO(0, "rb", closefd=False)), "utf-8", "replace", newline="\n"
-    )
-    sys.stdout = sys.__stdout__ = io.TextIOWrapper(
-        io.BufferedWriter(io.FileIO(1, "wb", closefd=False), 1 << 16), "utf-8", "replace", newline="\n"
-    )
-    sys.stderr = sys.__stderr__ = io.TextIOWrapper(
-        io.BufferedWriter(io.FileIO(2, "wb", closefd=False)),
-        "utf-8",
-        "backslashreplace",
-        newline="\n",
-        line_buffering=True,
-    )
+    streams = PREBUILT_STREAMS if job["kind"] == "assert" else std_streams()
+    sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams
     apply_limits(job["limits"])
 
 
