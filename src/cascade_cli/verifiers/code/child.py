@@ -13,11 +13,21 @@ import resource
 import signal
 import sys
 
-import judge
 from isolation import drop_capabilities
 
-EXIT_MEMORY = judge.EXIT_MEMORY
+EXIT_MEMORY = 86
 EXIT_OUTPUT = 87
+EXIT_WRONG = 88  # an assert of the test itself failed (judge.py)
+EXIT_NOT_PLAIN = 89  # a test needed the value of something that is not a plain value
+EXIT_PROGRAM_GONE = 90  # the program process died or closed its end before the judge had its answer
+PLAIN_TYPES = frozenset(
+    {int, float, complex, str, bytes, bool, type(None), list, tuple, dict, set, frozenset}
+)
+
+
+class NotPlainValue(BaseException):
+    """A test needed the value of a program object (BaseException: a test's own `except Exception` does not
+    swallow it; and the judge fails the test even if something does)."""
 
 
 def apply_limits(limits: dict, cpu: bool = True) -> None:
@@ -44,12 +54,12 @@ def apply_limits(limits: dict, cpu: bool = True) -> None:
 
 
 def _serialise(value: object) -> str:
-    """A returned value as JSON for the host to compare; judge.NotPlainValue for anything but plain values."""
+    """A returned value as JSON for the host to compare; NotPlainValue for anything but plain values."""
 
     def check(obj: object) -> None:
         kind = type(obj)
-        if kind not in judge.PLAIN_TYPES:
-            raise judge.NotPlainValue(
+        if kind not in PLAIN_TYPES:
+            raise NotPlainValue(
                 f"the program returned an object of type {kind.__qualname__}, not a plain value"
             )
         if kind in (list, tuple, set, frozenset):
@@ -150,13 +160,15 @@ def run_program(job: dict, test: object, fds: tuple[int, ...]) -> None:
                 result = _resolve_callable(namespace, job["fn_name"])(*test)
                 os.write(3, _serialise(result).encode())
             elif kind == "assert":
+                import judge  # loaded by the harness before it forked this process
+
                 judge.serve_program(namespace, job["entry_point"], 3, 4, int(job["limits"]["output_bytes"]))
             exit_code = 0
         except SystemExit as stop:
             exit_code = 0 if stop.code in (None, 0) else 1
-        except judge.NotPlainValue as error:
+        except NotPlainValue as error:
             sys.stderr.write(f"{error}\n")
-            exit_code = judge.EXIT_NOT_PLAIN
+            exit_code = EXIT_NOT_PLAIN
         except MemoryError:
             exit_code = EXIT_MEMORY
             sys.stderr.write("MemoryError\n")

@@ -35,14 +35,9 @@ import pickle
 import struct
 import sys
 
-EXIT_WRONG = 88  # an assert of the test itself failed
-EXIT_NOT_PLAIN = 89  # the test needed the value of something that is not a plain value
-EXIT_PROGRAM_GONE = 90  # the program process died or closed its end before answering
-EXIT_MEMORY = 86
+from child import EXIT_MEMORY, EXIT_NOT_PLAIN, EXIT_PROGRAM_GONE, EXIT_WRONG, NotPlainValue
+
 TEST_FILES = ("<test>", "<prelude>")
-PLAIN_TYPES = frozenset(
-    {int, float, complex, str, bytes, bool, type(None), list, tuple, dict, set, frozenset}
-)
 # Standard-library mappings whose equality is a dict's: they travel as plain dicts.
 _DICT_LIKE = ("Counter", "OrderedDict", "defaultdict")
 _LENGTH = struct.Struct(">I")
@@ -52,11 +47,6 @@ _STDLIB_MODULES = frozenset(getattr(sys, "stdlib_module_names", ()))
 
 class ProgramGone(Exception):
     """The program process closed its end or sent something that is not a reply."""
-
-
-class NotPlainValue(BaseException):
-    """Raised in the judge when a test needs the value of a program object (BaseException: a test's own
-    `except Exception` does not swallow it; and the judge fails the test even if something does)."""
 
 
 # -- frames: 4-byte length, then a pickle -----------------------------------------------------------------

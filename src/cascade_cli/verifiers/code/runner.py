@@ -41,11 +41,9 @@ import typing  # noqa: F401
 # isolation.py lies beside this file in the sandbox; `python -P` keeps this directory off sys.path.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import child  # noqa: E402
-import judge  # noqa: E402
 from isolation import LIBC, FreshRuns  # noqa: E402
-from judge_process import JudgeProcess  # noqa: E402
 
-del sys.path[0]
+HERE = sys.path.pop(0)
 
 EXIT_MEMORY, EXIT_OUTPUT = child.EXIT_MEMORY, child.EXIT_OUTPUT
 FRAME_DIGITS = 10
@@ -215,7 +213,7 @@ def _exit_verdict(code: int, stderr_tail: bytes) -> str | None:
         return "memory"
     if code == EXIT_OUTPUT:
         return "output_limit"
-    if code == judge.EXIT_NOT_PLAIN:
+    if code == child.EXIT_NOT_PLAIN:
         return "not_plain"
     return None
 
@@ -249,7 +247,7 @@ def _assert_status(job: dict, judge_code: int | None, program_status: int, cpu_s
         return _signal_verdict(program_status, cpu_s, job["limits"], stderr_tail)
     if os.WIFEXITED(program_status) and _exit_verdict(os.WEXITSTATUS(program_status), b""):
         return _exit_verdict(os.WEXITSTATUS(program_status), b"")
-    if judge_code == judge.EXIT_WRONG:
+    if judge_code == child.EXIT_WRONG:
         return "wrong_answer"
     return _exit_verdict(judge_code or 1, stderr_tail) or "runtime_error"
 
@@ -278,9 +276,7 @@ def _message(index: int, verdict: str, started: float, cpu_s: float, stderr: byt
     return message
 
 
-def _run_test(
-    job: dict, index: int, test: object, fresh: FreshRuns | None, judge_process: JudgeProcess
-) -> dict:
+def _run_test(job: dict, index: int, test: object, fresh: FreshRuns | None, judge_process) -> dict:
     """A stdio or call test: one process runs the program and the test; the host compares the output."""
     limits = job["limits"]
     # surrogateescape: a label can carry non-UTF-8 input bytes as lone surrogates (U+DC80..U+DCFF, Python's
@@ -296,8 +292,9 @@ def _run_test(
     if fresh is not None:
         fresh.renew_namespaces()  # for the next run, while this one runs in the namespaces it was forked in
     status, rusage, timed_out = _wait(pid, float(limits["wall_s"]))
-    _kill_leftovers(job, pid, spare=judge_process.pid)
-    judge_process.revive()
+    _kill_leftovers(job, pid, spare=judge_process.pid if judge_process else 0)
+    if judge_process:
+        judge_process.revive()
     cap = int(limits["output_bytes"])
     stdout, stderr_tail, over_limit = _read_outputs(fds[1:], cap)
     result, _ = _read_capped(fds[3], cap)
@@ -311,7 +308,7 @@ def _run_test(
     return message
 
 
-def _run_assert_test(job: dict, index: int, fresh: FreshRuns | None, judge_process: JudgeProcess) -> dict:
+def _run_assert_test(job: dict, index: int, fresh: FreshRuns | None, judge_process) -> dict:
     """An assert test: the program process is forked first, then the test is read and handed to the judge."""
     limits = job["limits"]
     program_fds = (_memfd("stdin"), _memfd("stdout"), _memfd("stderr"))
@@ -353,6 +350,16 @@ def _run_assert_test(job: dict, index: int, fresh: FreshRuns | None, judge_proce
     return _message(index, verdict, started, cpu_s, stderr_tail, status)
 
 
+def _judge_process():
+    """judge.py and judge_process.py, loaded from beside this file (kept off the programs' sys.path)."""
+    sys.path.insert(0, HERE)
+    try:
+        from judge_process import JudgeProcess
+    finally:
+        del sys.path[0]
+    return JudgeProcess()
+
+
 def main() -> None:
     """Serve jobs until stdin closes. After each test the program's processes are killed; then, sandboxed,
     the next run's tmpfs directories are mounted while the host judges this one (unsandboxed: the working
@@ -365,7 +372,7 @@ def main() -> None:
     if fresh is not None:  # the first run's, before its job comes
         fresh.renew_namespaces()
         fresh.renew_mounts()
-    judge_process = JudgeProcess()
+    judge_process = None  # started at the first assert job: stdio and call sandboxes never load it
     while True:
         try:
             job = json.loads(_read_frame())
@@ -375,6 +382,7 @@ def main() -> None:
         tests = [None] * int(job["n_tests"]) if job["kind"] == "assert" else job["tests"]
         for index, test in enumerate(tests):
             if job["kind"] == "assert":
+                judge_process = judge_process or _judge_process()
                 message = _run_assert_test(job, index, fresh, judge_process)
             else:
                 message = _run_test(job, index, test, fresh, judge_process)
