@@ -36,6 +36,7 @@ from cascade_cli.engines.openrlhf.jobs import (
     stage_jobs,
     stage_name,
 )
+from cascade_cli.engines.openrlhf.preflight import preflight
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
 from cascade_cli.models.tiny import is_embedded_spec, resolve_model
 from cascade_cli.serve.auth import expand_token_ref, with_token_env
@@ -217,6 +218,7 @@ def run_openrlhf_stage(
         )
     plain = to_plain(config)
     records: list[dict[str, Any]] = []
+    checked: list[bool] = []  # the cluster checks run once, before the first job this run submits
 
     def manifest(status: str, extra: dict[str, Any] | None = None) -> None:
         write_manifest(
@@ -240,6 +242,9 @@ def run_openrlhf_stage(
     def run_job(job: OpenRLHFJob) -> None:
         for note in job.notes:
             print_warning(f"{job.name}: {note}")
+        if not checked:
+            preflight(config.cluster, out, ray_cli())  # Ray reachable, enough nodes and GPUs, `out` visible
+            checked.append(True)
         if job.agent:
             export(*job.agent, origin=f"the runner, for job {job.name}")
         job_id = _job_id(job.name)
