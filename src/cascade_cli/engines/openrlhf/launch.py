@@ -16,11 +16,11 @@ import json
 from pathlib import Path
 
 from cascade_cli.config.common import ClusterConfig, role_layout
-from cascade_cli.errors import CascadeUsageError
 
 RAY_DRIVER = "cascade_cli.engines.openrlhf.ray_launch"
 # torchrun's static rendezvous: node 0 hosts the TCP store at MASTER_ADDR:MASTER_PORT.
 TORCHRUN = "torchrun"
+SLURM_NODE_RANK = "$SLURM_NODEID"  # the node's index in the allocation, set by srun in each task
 
 
 def torchrun_argv(
@@ -75,16 +75,13 @@ def ray_driver_argv(cluster: ClusterConfig, module: str) -> list[str]:
 def trainer_launcher(cluster: ClusterConfig, cli: str) -> list[str]:
     """What precedes the OpenRLHF flags in a non-Ray trainer job's entrypoint (its module included)."""
     module = f"openrlhf.cli.{cli}"
-    nodes, _ = role_layout(cluster, None)
+    nodes, per_node = role_layout(cluster, None)
+    if cluster.launcher == "slurm":
+        # Run by `srun` in the sbatch script (slurm.py): the $VARIABLES are each task's own, expanded there.
+        return torchrun_argv(nodes, per_node, SLURM_NODE_RANK, "$MASTER_ADDR", "$MASTER_PORT", module)
     if nodes == 1 or cluster.launcher == "hostfile":
         return deepspeed_argv(cluster, module)
-    if cluster.launcher == "ray":
-        return ray_driver_argv(cluster, module)
-    # slurm: the sbatch script starts torchrun per node itself (slurm.py); a Ray job cannot.
-    raise CascadeUsageError(
-        "cluster.launcher: slurm jobs are sbatch scripts: write them with `cascade recipe plan RECIPE "
-        "--launcher slurm --out DIR` and submit DIR/submit.sh (or set cluster.launcher=ray to run on Ray)"
-    )
+    return ray_driver_argv(cluster, module)
 
 
 def entrypoint_placement(cluster: ClusterConfig) -> list[str]:

@@ -201,6 +201,12 @@ def run_openrlhf_stage(
             print(line)
         return {"dry_run": True, "commands": commands}
 
+    if config.cluster.launcher == "slurm":
+        raise CascadeUsageError(
+            f"stage {stage_name(config)}: cluster.launcher slurm: this command submits to Ray; write sbatch "
+            "scripts with `cascade recipe plan RECIPE --launcher slurm --out DIR` and run DIR/submit.sh "
+            "(or set cluster.launcher=ray)"
+        )
     if is_embedded_spec(str(config.init)):
         resolve_model(str(config.init))  # build the embedded model where model_ref points
     warning = init_template_warning(config)
