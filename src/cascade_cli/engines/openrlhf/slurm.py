@@ -80,7 +80,8 @@ def torchrun_lines(job: OpenRLHFJob, cluster: ClusterConfig) -> list[str]:
         'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
         "MASTER_PORT=${MASTER_PORT:-" + str(cluster.master_port or 29500) + "}",
         "export MASTER_ADDR MASTER_PORT",
-        f'{srun_prefix(cluster)} --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 '
+        # --kill-on-bad-exit: a node that fails ends the others (else they wait for it until NCCL's timeout).
+        f'{srun_prefix(cluster)} --kill-on-bad-exit=1 --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 '
         f'bash -c {shlex.quote(command)} torchrun "${{TRAINER_ARGS[@]}}"',
     ]
 
