@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import os
 import shutil
 import signal
@@ -28,7 +29,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from cascade_cli.engines.openrlhf.launch import torchrun_argv
+from cascade_cli.engines.openrlhf.launch import RAY_DRIVER, torchrun_argv
 
 POLL_SECONDS = 0.5
 TAIL_LINES = 200
@@ -211,8 +212,7 @@ def launch(options: argparse.Namespace, trainer_args: list[str]) -> int:
     try:
         wait_for(group, count, per_node, resource)
         # By its module's name (not __main__), so every node imports the class from its own cascade install.
-        from cascade_cli.engines.openrlhf.ray_launch import NodeProcess as node_process
-
+        node_process = importlib.import_module(RAY_DRIVER).NodeProcess
         remote = ray.remote(node_process)
         actors = [
             remote.options(
