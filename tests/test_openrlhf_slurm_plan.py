@@ -87,7 +87,7 @@ def test_slurm_plan_scripts_parse_and_carry_openrlhf_commands(name, cli, tmp_pat
         )
         assert "#SBATCH --nodes=8" in text and "#SBATCH --gpus-per-node=8" in text
         if module == "openrlhf.cli.train_ppo_ray":  # a Ray cluster on the allocation, the job submitted to it
-            assert "ray start --head" in text and 'ray start --block --address="$HEAD_IP:6379"' in text
+            assert "ray start --head" in text and 'ray start --block --address="$HEAD_IP:$RAY_PORT"' in text
             assert "ray job submit" in text and "torchrun" not in text
         else:  # one torchrun per node, the node rank from each srun task
             assert '--kill-on-bad-exit=1 --nodes="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 bash -c' in text

@@ -244,3 +244,53 @@ def test_a_failing_node_fails_the_slurm_job_with_its_message(tmp_path, slurm):
     state, log = submit_and_wait(plan_sft(tmp_path, env), env)
     assert state == "FAILED", log
     assert "gloo_check: node 1 fails on purpose" in log
+
+
+def plan_rl(tmp_path: Path, env: dict[str, str]) -> Path:
+    """`recipe plan --launcher slurm` of a 2-node math RL stage, train_ppo_ray replaced by the stand-in."""
+    rows = [
+        {
+            "id": str(i),
+            "source": "t",
+            "domain": "math",
+            "mode": "think",
+            "prompt": f"{i}+1?",
+            "label": {"answer": str(i + 1)},
+        }
+        for i in range(4)
+    ]
+    write_jsonl(tmp_path / "math.jsonl", rows)
+    (tmp_path / "r.yaml").write_text(
+        "name: slurmrl\nmodel: Qwen/Qwen3-8B-Base\nrun_dir: runs/slurmrl\n"
+        "defaults:\n  cluster: {nodes: 2, gpus_per_node: 1, gpu_resource: test_gpu, launcher: slurm, vllm_engines: 2,"
+        " reward_urls: ['http://127.0.0.1:9/get_reward'], slurm_partition: cascade, slurm_time: '00:10:00'}\n"
+        "stages:\n  math_rl: {kind: rlvr, domain: math, engine: openrlhf, data: math.jsonl,"
+        " init: Qwen/Qwen3-8B-Base, prompts_per_step: 2, group_size: 2, phases: [{steps: 1}]}\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "cascade_cli", "recipe", "plan", "r.yaml", "--out", "plan"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    script = tmp_path / "plan" / "01_math_rl.sbatch"
+    text = script.read_text()
+    assert "python3 -m openrlhf.cli.train_ppo_ray" in text
+    script.write_text(text.replace("python3 -m openrlhf.cli.train_ppo_ray", f"python3 -m {STAND_IN}"))
+    return tmp_path / "plan" / "submit.sh"
+
+
+def test_rl_sbatch_script_starts_a_ray_cluster_on_the_allocation(tmp_path, slurm):
+    # Ray's own ports off the defaults (another Ray on this machine may hold them); no token auth on loopback.
+    env = job_env(
+        slurm, RAY_PORT=str(free_port()), RAY_DASHBOARD_PORT=str(free_port()), RAY_AUTH_MODE="disabled"
+    )
+    state, log = submit_and_wait(plan_rl(tmp_path, env), env)
+    assert state == "COMPLETED", log
+    assert "ray_check nodes=2 expected=2" in log, log  # both allocated nodes joined before the job started
+    report = json.loads((tmp_path / "runs" / "slurmrl" / "math_rl" / "config.json").read_text())
+    assert report["nodes"] == 2 and "--actor.num_nodes" in report["argv"]
+    leftover = subprocess.run(["pgrep", "-f", f"[-]-port={env['RAY_PORT']}"], capture_output=True, text=True)
+    assert leftover.stdout == "", "the Ray head outlived its Slurm job"

@@ -87,29 +87,33 @@ def torchrun_lines(job: OpenRLHFJob, cluster: ClusterConfig) -> list[str]:
 
 
 def ray_cluster_lines(job: OpenRLHFJob, cluster: ClusterConfig) -> list[str]:
-    """A Ray cluster on the allocation, the job submitted to it, the cluster stopped when the script ends."""
+    """A Ray cluster on the allocation, the job submitted to it, the cluster stopped when the script ends.
+    RAY_PORT and RAY_DASHBOARD_PORT in the submitting environment override the ports."""
     srun = srun_prefix(cluster)
     module, args = split_entrypoint(job.entrypoint)
     submit = (
-        f'ray job submit --address "http://$HEAD_IP:{DASHBOARD_PORT}" '
+        'ray job submit --address "http://$HEAD_IP:$RAY_DASHBOARD_PORT" '
         f"--runtime-env-json {shlex.quote(runtime_env(cluster))} -- python3 -m {module}"
     )
     return [
         trainer_args_line(args),
+        f"RAY_PORT=${{RAY_PORT:-{RAY_PORT}}}",
+        f"RAY_DASHBOARD_PORT=${{RAY_DASHBOARD_PORT:-{DASHBOARD_PORT}}}",
         'mapfile -t NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
         "HEAD_IP=$(srun --nodes=1 --ntasks=1 -w \"${NODES[0]}\" hostname --ip-address | awk '{print $1}')",
+        "trap 'kill $(jobs -p) 2>/dev/null || true' EXIT  # the Ray nodes end with the script",
         f'{srun} --nodes=1 --ntasks=1 -w "${{NODES[0]}}" ray start --head --block --node-ip-address="$HEAD_IP" '
-        f"--port={RAY_PORT} --dashboard-host=0.0.0.0 &",
+        '--port="$RAY_PORT" --dashboard-host=0.0.0.0 --dashboard-port="$RAY_DASHBOARD_PORT" &',
         'for node in "${NODES[@]:1}"; do',
-        f'  {srun} --nodes=1 --ntasks=1 -w "$node" ray start --block --address="$HEAD_IP:{RAY_PORT}" &',
+        f'  {srun} --nodes=1 --ntasks=1 -w "$node" ray start --block --address="$HEAD_IP:$RAY_PORT" &',
         "done",
         f"for _ in $(seq {NODES_WAIT_SECONDS}); do  # until every node joined",
-        f'  joined=$(RAY_ADDRESS="$HEAD_IP:{RAY_PORT}" python3 -c \'import ray; ray.init(); '
+        '  joined=$(RAY_ADDRESS="$HEAD_IP:$RAY_PORT" python3 -c \'import ray; ray.init(); '
         'print(sum(n["Alive"] for n in ray.nodes()))\' 2>/dev/null || echo 0)',
         '  [ "$joined" -ge "$SLURM_JOB_NUM_NODES" ] && break',
         "  sleep 1",
         "done",
-        f'[ "${{joined:-0}}" -ge "$SLURM_JOB_NUM_NODES" ] || '
+        '[ "${joined:-0}" -ge "$SLURM_JOB_NUM_NODES" ] || '
         f'{{ echo "ray: $joined of $SLURM_JOB_NUM_NODES nodes joined in {NODES_WAIT_SECONDS} s" >&2; exit 1; }}',
         f'srun --overlap --nodes=1 --ntasks=1 -w "${{NODES[0]}}" {submit} "${{TRAINER_ARGS[@]}}"',
     ]
