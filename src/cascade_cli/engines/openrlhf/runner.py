@@ -248,8 +248,10 @@ def run_openrlhf_stage(
     def run_job(job: OpenRLHFJob) -> None:
         for note in job.notes:
             print_warning(f"{job.name}: {note}")
-        if not checked:
-            preflight(config.cluster, out, ray_cli())  # Ray reachable, enough nodes and GPUs, `out` visible
+        # Ray reachable, enough nodes and GPUs, `out` visible; once (DeepSpeed's hostfile launcher reaches its
+        # nodes over ssh, not through Ray: nothing to count there).
+        if not checked and not (config.cluster.launcher == "hostfile" and job.cli != "train_ppo_ray"):
+            preflight(config.cluster, out, ray_cli())
             checked.append(True)
         if job.agent:
             export(*job.agent, origin=f"the runner, for job {job.name}")
