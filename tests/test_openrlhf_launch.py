@@ -142,3 +142,46 @@ def test_failure_recap_drops_torchruns_own_traceback():
     ]
     assert ray_launch.recap(lines) == [*lines[:3], *lines[6:]]
     assert ray_launch.recap([str(k) for k in range(100)]) == [str(k) for k in range(80, 100)]
+
+
+@pytest.mark.parametrize(
+    ("launcher", "expected"),
+    [
+        (
+            "ray",
+            r"cluster\.ray_address: no Ray cluster answers at http://127\.0\.0\.1:9 ",
+        ),  # checked before submitting
+        (
+            "hostfile",
+            r"`ray job submit` failed",
+        ),  # ssh-launched nodes: nothing for Ray to count, straight to submit
+    ],
+)
+def test_stage_run_checks_the_cluster_before_its_first_submission(tmp_path, launcher, expected):
+    pytest.importorskip("ray")
+    from cascade_cli.errors import CascadeRunError
+    from cascade_cli.stages import run_config
+
+    data = tmp_path / "d.jsonl"
+    data.write_text(
+        json.dumps(
+            {
+                "id": "1",
+                "source": "t",
+                "domain": "sft",
+                "mode": "think",
+                "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
+            }
+        )
+        + "\n"
+    )
+    config = sft(
+        tmp_path,
+        nodes=2,
+        launcher=launcher,
+        hostfile=str(tmp_path / "hosts"),
+        ray_address="http://127.0.0.1:9",
+    )
+    config.data = str(data)
+    with pytest.raises((CascadeUsageError, CascadeRunError), match=expected):
+        run_config(config)
