@@ -93,17 +93,25 @@ def test_sft_command_is_parsed_by_openrlhf(tmp_path):
     )
     [job] = build_jobs(config)
     args = parse(job)
-    assert job.entrypoint[:8] == [
-        "deepspeed",
-        "--num_nodes",
+    # 4 nodes on Ray: the launcher driver starts one torchrun per node (engines/openrlhf/launch.py).
+    assert job.entrypoint[: job.entrypoint.index("--") + 2] == [
+        "python3",
+        "-m",
+        "cascade_cli.engines.openrlhf.ray_launch",
+        "--nodes",
         "4",
-        "--num_gpus",
+        "--gpus-per-node",
         "8",
+        "--gpu-resource",
+        "GPU",
+        "--master-port",
+        "29500",
         "--module",
         "openrlhf.cli.train_sft",
+        "--",
         "--model.model_name_or_path",
     ]
-    assert job.argv[:3] == ["ray", "job", "submit"] and job.argv[job.argv.index("--") + 1] == "deepspeed"
+    assert job.argv[:3] == ["ray", "job", "submit"] and job.argv[job.argv.index("--") + 1] == "python3"
     assert args.model.model_name_or_path == "Qwen/Qwen3-8B-Base"
     assert args.data.max_len == 16384 and args.train.batch_size == 256 and args.adam.lr == 5e-5
     assert args.data.multiturn and args.data.apply_chat_template and args.data.input_key == "messages"

@@ -45,7 +45,7 @@ def test_recipe_runner_runs_one_job_per_epoch_and_resumes(tmp_path, ray_head):  
     service = ServiceThread(RewardService(workers=1, timeout_s=60.0))
     try:
         config = stage(tmp_path, service.url)
-        config.cluster = ClusterConfig(ray_address=ray_head, nodes=1, gpus_per_node=8, vllm_engines=8,
+        config.cluster = ClusterConfig(ray_address=ray_head, nodes=1, gpus_per_node=8, gpu_resource="test_gpu", vllm_engines=8,
                                        reward_urls=[service.url])
         entrypoint = stand_in(tmp_path / "failed_once")
         with pytest.raises(CascadeRunError, match=r"math_rl/epoch2\) ended FAILED"):

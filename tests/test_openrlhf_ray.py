@@ -38,7 +38,7 @@ HEAD = textwrap.dedent("""
     import os, sys
     os.environ["RAY_AUTH_MODE"] = "disabled"  # a loopback test cluster; ray.init would enable token auth
     import ray
-    ray.init(num_cpus=2, num_gpus=0, include_dashboard=True, dashboard_host="127.0.0.1",
+    ray.init(num_cpus=2, num_gpus=0, resources={"test_gpu": 8}, include_dashboard=True, dashboard_host="127.0.0.1",
              dashboard_port=int(sys.argv[1]), _node_ip_address="127.0.0.1", _temp_dir=sys.argv[2],
              configure_logging=False)
     print("ready", flush=True)
@@ -127,7 +127,7 @@ def sft_config(tmp_path: Path, address: str) -> SFTConfig:
         data=str(data),
         init="Qwen/Qwen3-8B-Base",
         out=str(tmp_path / "sft_16k"),
-        cluster=ClusterConfig(ray_address=address, nodes=1, gpus_per_node=8),
+        cluster=ClusterConfig(ray_address=address, nodes=1, gpus_per_node=8, gpu_resource="test_gpu"),
     )
 
 
@@ -192,6 +192,7 @@ def test_length_schedule_runs_as_chained_jobs(tmp_path, ray_head):
             ray_address=ray_head,
             nodes=1,
             gpus_per_node=8,
+            gpu_resource="test_gpu",
             vllm_engines=8,
             reward_urls=["http://127.0.0.1:5000/get_reward"],
         ),

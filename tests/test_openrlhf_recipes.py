@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from cascade_cli.engines.openrlhf import flagset
+from cascade_cli.engines.openrlhf import flagset, launch
 from cascade_cli.recipe.loader import load_recipe
 
 REPO = Path(__file__).resolve().parents[1]
@@ -76,9 +76,8 @@ def test_recipe_plan_prints_the_whole_openrlhf_sequence(name, cli):
     jobs_per_stage = {stage: max(1, len(recipe[stage].get("phases", []))) for stage in expected}
     assert len(submits) == sum(jobs_per_stage.values())
     for argv in submits:  # every emitted command parses with OpenRLHF's own argparse + validation
-        entry = argv[argv.index("--") + 1 :]
-        module = entry[entry.index("-m" if entry[0] == "python3" else "--module") + 1]
-        flagset.parse_like_openrlhf(module.rsplit(".", 1)[1], entry[entry.index(module) + 1 :])
+        module, args = launch.split_entrypoint(argv[argv.index("--") + 1 :])
+        flagset.parse_like_openrlhf(module.rsplit(".", 1)[1], args)
     conversions = [line for line in lines if line.startswith("python3 -m cascade_cli.engines.openrlhf.data")]
     assert len(conversions) == len(expected)
 

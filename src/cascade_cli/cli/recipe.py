@@ -63,24 +63,61 @@ def recipe_plan(
     overrides: OverridesArg = None,
     from_stage: Annotated[str | None, typer.Option("--from", help="Plan from this stage on.")] = None,
     only: Annotated[str | None, typer.Option("--only", help="Plan only this stage.")] = None,
-    out: Annotated[Path | None, typer.Option("--out", help="Write the script here instead of stdout.")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Write the script here instead of stdout (--launcher slurm: a directory)."),
+    ] = None,
+    launcher: Annotated[
+        str | None,
+        typer.Option(
+            "--launcher",
+            help="Set cluster.launcher of every openrlhf stage: ray, hostfile, or slurm (one sbatch script per "
+            "job in --out DIR, and DIR/submit.sh). Default: each stage's cluster.launcher.",
+        ),
+    ] = None,
 ) -> None:
     """Print the exact shell commands a `recipe run` equals, one per stage.
 
+    With --launcher slurm (or cluster.launcher: slurm), write one sbatch script per job into --out DIR and
+    DIR/submit.sh, which submits them in order (each after the previous succeeded).
+
     Example: [bold]cascade recipe plan recipes/tiny.yaml --out cascade.sh[/]  (then `bash cascade.sh` runs it)
     """
+    from cascade_cli.config.common import LAUNCHERS
     from cascade_cli.recipe.loader import load_recipe
     from cascade_cli.recipe.plan import plan_lines
     from cascade_cli.recipe.runner import select_stages
+    from cascade_cli.recipe.slurm_plan import use_launcher, wants_slurm
 
+    if launcher is not None and launcher not in LAUNCHERS:
+        raise CascadeUsageError(f"--launcher: expected one of {', '.join(LAUNCHERS)}, found {launcher!r}")
     loaded = load_recipe(recipe, overrides or [])
-    text = "\n".join(plan_lines(loaded, select_stages(loaded, from_stage, only))) + "\n"
+    stages = select_stages(loaded, from_stage, only)
+    if launcher is not None:
+        use_launcher(stages, launcher)
+    if wants_slurm(stages):
+        _write_slurm_plan(loaded, stages, out)
+        return
+    text = "\n".join(plan_lines(loaded, stages)) + "\n"
     if out is not None:
         out.write_text(text)
         out.chmod(0o755)
         console.print(f"wrote {out}")
     else:
         typer.echo(text, nl=False)
+
+
+def _write_slurm_plan(loaded, stages, out: Path | None) -> None:
+    from cascade_cli.recipe.slurm_plan import SUBMIT, slurm_scripts
+
+    if out is None or (out.exists() and not out.is_dir()):
+        raise CascadeUsageError("--out: --launcher slurm writes one sbatch script per job: give a directory")
+    scripts = slurm_scripts(loaded, stages)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in scripts.items():
+        (out / name).write_text(text)
+        (out / name).chmod(0o755)
+    console.print(f"wrote {len(scripts) - 1} sbatch scripts to {out}; submit them in order with: bash {out / SUBMIT}")
 
 
 @recipe_app.command("validate", **with_keys)

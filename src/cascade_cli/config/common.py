@@ -8,13 +8,16 @@ from typing import ClassVar
 
 from omegaconf import MISSING
 
-from cascade_cli.config.checks import TEXT, Bound, above, at_least, fraction, one_of
+from cascade_cli.config.checks import TEXT, Bound, Range, above, at_least, fraction, one_of
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.trackers import DEFAULT_REPORT_TO, TRACKERS
 
 GRADIENT_CHECKPOINTING = ("true", "false", "auto")
 ENGINES = ("local", "openrlhf")
 LORA_SAVES = ("merged", "adapter", "both")
+# How multi-node SFT / reward-model jobs start (engines/openrlhf/launch.py): a Ray driver starting one torchrun
+# per node, an sbatch script (`recipe plan --launcher slurm`), or DeepSpeed's launcher over a hostfile + ssh.
+LAUNCHERS = ("ray", "slurm", "hostfile")
 SEEDS = at_least(0)  # numpy seeds must be non-negative
 
 
@@ -45,12 +48,32 @@ class ClusterConfig:
     runtime_env_json: str = ""
     # Reward service URLs (`cascade verify --serve`, http://HOST:PORT/get_reward) the job scores with.
     reward_urls: list[str] = field(default_factory=list)
+    # Multi-node SFT / reward model: ray (a submitted driver starts one torchrun per node), slurm (`recipe plan
+    # --launcher slurm` writes sbatch scripts) or hostfile (DeepSpeed's launcher, ssh between nodes).
+    launcher: str = "ray"
+    # The Ray resource a node's GPUs are counted in: GPU (OpenRLHF's RL trainer always asks for GPU; a custom
+    # name lets a CPU test cluster stand in for GPUs).
+    gpu_resource: str = "GPU"
+    # torchrun's rendezvous port on the first node; 0: a free port there, picked at start.
+    master_port: int = 29500
+    # launcher hostfile: DeepSpeed's hostfile (`HOST slots=GPUS` per line), readable on the submitting node.
+    hostfile: str = ""
+    # launcher slurm: sbatch --partition (empty: the cluster's default).
+    slurm_partition: str = ""
+    # launcher slurm: sbatch --account (empty: the user's default).
+    slurm_account: str = ""
+    # launcher slurm: sbatch --time, the job's wall-clock limit (D-HH:MM:SS or HH:MM:SS).
+    slurm_time: str = "48:00:00"
+    # launcher slurm: a container image every srun task runs in (pyxis/enroot --container-image); empty: none.
+    slurm_container: str = ""
 
     BOUNDS: ClassVar[dict[str, Bound]] = {
         "ray_address": TEXT, "runtime_env_json": TEXT,
         "nodes": at_least(1), "gpus_per_node": at_least(1), "vllm_engines": at_least(1),
         "vllm_tensor_parallel_size": at_least(1),
         "actor_gpus": at_least(1), "ref_gpus": at_least(1), "critic_gpus": at_least(1), "reward_gpus": at_least(1),
+        "launcher": one_of(*LAUNCHERS), "gpu_resource": TEXT, "master_port": Range(0, 65535), "hostfile": TEXT,
+        "slurm_partition": TEXT, "slurm_account": TEXT, "slurm_time": TEXT, "slurm_container": TEXT,
     }
 
     def check(self) -> None:
@@ -71,6 +94,12 @@ class ClusterConfig:
                 )
         for key in ("actor_gpus", "ref_gpus", "critic_gpus", "reward_gpus"):
             role_layout(self, getattr(self, key), key)
+        if self.launcher == "hostfile" and int(self.nodes) > 1 and not self.hostfile:
+            raise CascadeUsageError(
+                "hostfile: launcher hostfile with nodes > 1 needs DeepSpeed's hostfile (`HOST slots=GPUS` per line)"
+            )
+        if not str(self.gpu_resource).strip():
+            raise CascadeUsageError("gpu_resource: expected a Ray resource name (GPU, or a custom one), found ''")
 
 
 def role_layout(cluster: ClusterConfig, gpus: int | None, key: str = "") -> tuple[int, int]:

@@ -17,5 +17,9 @@ def runtime_env(cluster: ClusterConfig) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-def submit_prefix(cluster: ClusterConfig) -> list[str]:
-    return ["ray", "job", "submit", "--address", str(cluster.ray_address), "--runtime-env-json", runtime_env(cluster), "--"]
+def submit_prefix(cluster: ClusterConfig, placement: list[str] | None = None) -> list[str]:
+    """`placement`: where Ray runs the entrypoint (launch.entrypoint_placement); none: anywhere (the head)."""
+    return [
+        "ray", "job", "submit", "--address", str(cluster.ray_address), "--runtime-env-json", runtime_env(cluster),
+        *(placement or []), "--",
+    ]

@@ -3,8 +3,9 @@
 One builder per stage kind, each reading its config class's fields directly (the dataclass default is the
 only default; the stage table, `cascade_cli.stages`, names each kind's builder; `stage_jobs` runs it):
 
-- sft_jobs(SFTConfig), reward_model_jobs(RewardModelConfig): `ray job submit ... -- deepspeed --num_nodes N
-  --num_gpus G --module openrlhf.cli.train_sft|train_rm <dotted flags>`;
+- sft_jobs(SFTConfig), reward_model_jobs(RewardModelConfig): `ray job submit ... -- LAUNCHER
+  openrlhf.cli.train_sft|train_rm <dotted flags>`, LAUNCHER by cluster.launcher (launch.py): on one node
+  `deepspeed --num_nodes 1 --num_gpus G --module`, on several the Ray driver starting one torchrun per node;
 - rlvr_jobs(RLVRConfig), rlhf_jobs(RLHFConfig): `ray job submit ... -- python3 -m openrlhf.cli.train_ppo_ray
   <dotted flags>`, one job per phase of the response-length schedule (config.grpo.resolve_phases), each
   phase starting from the previous phase's output.
@@ -44,6 +45,7 @@ from cascade_cli.config.rm import RewardModelConfig
 from cascade_cli.config.sft import SFTConfig
 from cascade_cli.engines.openrlhf.cluster import submit_prefix
 from cascade_cli.engines.openrlhf.extra_args import extra_args
+from cascade_cli.engines.openrlhf.launch import entrypoint_placement, trainer_launcher
 from cascade_cli.engines.openrlhf.logger_args import logger_args
 from cascade_cli.engines.openrlhf.validate import validate_args
 from cascade_cli.errors import CascadeUsageError
@@ -190,14 +192,13 @@ def _deepspeed_job(
     args += logging + data_args
     if config.max_steps:
         args += ["--data.max_samples", str(config.max_steps * global_batch)]
-    nodes, per_node = role_layout(config.cluster, None)
-    launcher = ["deepspeed", "--num_nodes", str(nodes), "--num_gpus", str(per_node), "--module", f"openrlhf.cli.{cli}"]
+    launcher = trainer_launcher(config.cluster, cli)
     args += extra_args(config)  # openrlhf.extra_args, as written: after ours, so a repeated flag is theirs
     validate_args(cli, args)
     return OpenRLHFJob(
         name=stage_name(config),
         cli=cli,
-        submit=submit_prefix(config.cluster),
+        submit=submit_prefix(config.cluster, entrypoint_placement(config.cluster)),
         entrypoint=[*launcher, *args],
         args=args,
         init=str(config.init),

@@ -36,6 +36,7 @@ from cascade_cli.engines.openrlhf.jobs import (
     stage_jobs,
     stage_name,
 )
+from cascade_cli.engines.openrlhf.preflight import preflight
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
 from cascade_cli.models.tiny import is_embedded_spec, resolve_model
 from cascade_cli.serve.auth import expand_token_ref, with_token_env
@@ -200,6 +201,12 @@ def run_openrlhf_stage(
             print(line)
         return {"dry_run": True, "commands": commands}
 
+    if config.cluster.launcher == "slurm":
+        raise CascadeUsageError(
+            f"stage {stage_name(config)}: cluster.launcher slurm: this command submits to Ray; write sbatch "
+            "scripts with `cascade recipe plan RECIPE --launcher slurm --out DIR` and run DIR/submit.sh "
+            "(or set cluster.launcher=ray)"
+        )
     if is_embedded_spec(str(config.init)):
         resolve_model(str(config.init))  # build the embedded model where model_ref points
     warning = init_template_warning(config)
@@ -217,6 +224,7 @@ def run_openrlhf_stage(
         )
     plain = to_plain(config)
     records: list[dict[str, Any]] = []
+    checked: list[bool] = []  # the cluster checks run once, before the first job this run submits
 
     def manifest(status: str, extra: dict[str, Any] | None = None) -> None:
         write_manifest(
@@ -240,6 +248,11 @@ def run_openrlhf_stage(
     def run_job(job: OpenRLHFJob) -> None:
         for note in job.notes:
             print_warning(f"{job.name}: {note}")
+        # Ray reachable, enough nodes and GPUs, `out` visible; once (DeepSpeed's hostfile launcher reaches its
+        # nodes over ssh, not through Ray: nothing to count there).
+        if not checked and not (config.cluster.launcher == "hostfile" and job.cli != "train_ppo_ray"):
+            preflight(config.cluster, out, ray_cli())
+            checked.append(True)
         if job.agent:
             export(*job.agent, origin=f"the runner, for job {job.name}")
         job_id = _job_id(job.name)
