@@ -93,6 +93,10 @@ def test_tested_blocks_run(tmp_path):
     assert (tmp_path / "runs" / "scored.jsonl").is_file()
     assert (tmp_path / "runs" / "external" / "math" / "results.json").is_file()
     assert "ray job submit" in (tmp_path / "nemotron14b.sh").read_text()
+    # "Coming from TRL / OpenRLHF / verl": a TRL preference file, verl's parquet and a LoRA adapter went through.
+    coming = tmp_path / "runs" / "coming"
+    assert (coming / "rm" / "data" / "data_card.json").is_file() and (coming / "verl_math" / "data").is_dir()
+    assert (coming / "lora" / "adapter_config.json").is_file()
 
 
 def test_command_table_lists_every_command():
