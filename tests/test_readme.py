@@ -95,7 +95,7 @@ def test_tested_blocks_run(tmp_path):
     assert "ray job submit" in (tmp_path / "nemotron14b.sh").read_text()
     # "Coming from TRL / OpenRLHF / verl": a TRL preference file, verl's parquet and a LoRA adapter went through.
     coming = tmp_path / "runs" / "coming"
-    assert (coming / "rm" / "data" / "data_card.json").is_file() and (coming / "verl_math" / "data").is_dir()
+    assert (coming / "rm" / "cascade_stage.json").is_file() and (coming / "verl_math" / "data").is_dir()
     assert (coming / "lora" / "adapter_config.json").is_file()
 
 
