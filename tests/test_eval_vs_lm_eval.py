@@ -27,8 +27,17 @@ def test_cascade_eval_agrees_with_lm_eval_and_a_changed_template_fails(shared_da
         assert row["cascade"] == row["lm_eval"]
     assert report["ifeval"]["first_prompt_differs"] is None
 
-    changed = compare_model("tiny", BENCHMARKS, limit=2, max_tokens=8, out=tmp_path / "changed",
-                            template="cascade", theirs=report["lm_eval_rows"])
+    changed = compare_model(
+        "tiny",
+        BENCHMARKS,
+        limit=2,
+        max_tokens=8,
+        out=tmp_path / "changed",
+        template="cascade",
+        theirs=report["lm_eval_rows"],
+    )
     missed = misses(changed, BENCHMARKS)
-    assert any(line.startswith("ifeval: 2 rendered prompts differ") and "/no_think" in line for line in missed)
+    assert any(
+        line.startswith("ifeval: 2 rendered prompts differ") and "/no_think" in line for line in missed
+    )
     assert any(line.startswith("gsm8k: 2 rendered prompts differ") and "/think" in line for line in missed)

@@ -20,7 +20,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from test_chat_templates import LLAMA3, model_with_template  # noqa: E402
 
 QUESTION = "What is 2+2?"
-SMOL_SYSTEM = "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+SMOL_SYSTEM = (
+    "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+)
 CHATML_FLAGGED = "<|im_start|>user\nWhat is 2+2? /no_think<|im_end|>\n<|im_start|>assistant\n"
 CHATML_PLAIN = "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n"
 LLAMA_HEAD = "<|start_header_id|>user<|end_header_id|>\n\n"
@@ -55,7 +57,11 @@ def model_dirs(smollm2_dir: Path, tmp_path_factory) -> dict[str, Path]:
 
 def test_the_converted_smollm2_keeps_its_own_template(smollm2_dir: Path):
     saved = chat.saved_template(smollm2_dir)
-    assert saved is not None and "You are a helpful AI assistant named SmolLM" in saved and saved != chat.CHAT_TEMPLATE
+    assert (
+        saved is not None
+        and "You are a helpful AI assistant named SmolLM" in saved
+        and saved != chat.CHAT_TEMPLATE
+    )
 
 
 @pytest.mark.parametrize("model", sorted(EXPECTED))
@@ -104,29 +110,70 @@ def test_settings_take_mode_none_and_refuse_a_bad_choice():
 def test_eval_records_the_choice_and_first_prompt(cli, tmp_path):
     for choice, prompt_has_flag in (("auto", True), ("model", False)):
         out = tmp_path / choice
-        result = cli(["eval", "--model", "tiny", "--benchmarks", "tiny_if", "--limit", "1", "--k", "1",
-                      "--max-tokens", "4", "--chat-template", choice, "--out", out])
+        result = cli(
+            [
+                "eval",
+                "--model",
+                "tiny",
+                "--benchmarks",
+                "tiny_if",
+                "--limit",
+                "1",
+                "--k",
+                "1",
+                "--max-tokens",
+                "4",
+                "--chat-template",
+                choice,
+                "--out",
+                out,
+            ]
+        )
         assert result.exit_code == 0, result.output
         record = json.loads((out / "results.json").read_text())["chat_template"]
         assert record["choice"] == choice and record["mode_flags"] is prompt_has_flag
         assert record["first_prompt"].startswith("<|im_start|>user\n")
-        assert record["first_prompt"].endswith(("/no_think<|im_end|>\n<|im_start|>assistant\n" if prompt_has_flag
-                                                else "<|im_end|>\n<|im_start|>assistant\n"))
+        assert record["first_prompt"].endswith(
+            "/no_think<|im_end|>\n<|im_start|>assistant\n"
+            if prompt_has_flag
+            else "<|im_end|>\n<|im_start|>assistant\n"
+        )
         assert ("/no_think" in record["first_prompt"]) is prompt_has_flag
 
 
 def test_sft_records_the_choice_and_first_prompt(cli, tmp_path):
     data = tmp_path / "sft.jsonl"
-    row = {"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}], "mode": "no_think"}
+    row = {
+        "messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}],
+        "mode": "no_think",
+    }
     data.write_text(json.dumps(row) + "\n")
     out = tmp_path / "sft"
-    result = cli(["sft", "--init", "tiny", "--data", data, "--out", out, "--chat-template", "cascade",
-                  "max_steps=1", "batch_size=1", "max_seq_len=64", "bf16=false"])
+    result = cli(
+        [
+            "sft",
+            "--init",
+            "tiny",
+            "--data",
+            data,
+            "--out",
+            out,
+            "--chat-template",
+            "cascade",
+            "max_steps=1",
+            "batch_size=1",
+            "max_seq_len=64",
+            "bf16=false",
+        ]
+    )
     assert result.exit_code == 0, result.output
     assert "chat template of tiny: cascade's" in " ".join(result.output.split())
     record = json.loads((out / "cascade_stage.json").read_text())["chat_template"]
     assert record == {
-        "choice": "cascade", "used": "cascade", "mode_flags": True, "why": "set explicitly",
+        "choice": "cascade",
+        "used": "cascade",
+        "mode_flags": True,
+        "why": "set explicitly",
         "first_prompt": "<|im_start|>user\nHi /no_think<|im_end|>\n<|im_start|>assistant\n",
     }
 

@@ -44,13 +44,18 @@ class TemplateUse:
     def record(self, first_prompt: str | None) -> dict[str, Any]:
         """The entry results.json and cascade_stage.json carry under `chat_template`."""
         return {
-            "choice": self.choice, "used": self.used, "mode_flags": self.mode_flags, "why": self.why,
+            "choice": self.choice,
+            "used": self.used,
+            "mode_flags": self.mode_flags,
+            "why": self.why,
             "first_prompt": first_prompt,
         }
 
     def line(self, model: Any) -> str:
         """One line for the run's output."""
-        what = "cascade's (ChatML + mode flags)" if self.used == "cascade" else "the model's own (no mode flag)"
+        what = (
+            "cascade's (ChatML + mode flags)" if self.used == "cascade" else "the model's own (no mode flag)"
+        )
         return f"chat template of {model}: {what}; chat_template {self.choice}: {self.why}"
 
 
@@ -68,7 +73,9 @@ def trained_with_cascade_template(model_dir: str | Path | None) -> bool:
 
 def check_choice(choice: str) -> str:
     if choice not in TEMPLATE_CHOICES:
-        raise CascadeUsageError(f"chat_template: expected one of {', '.join(TEMPLATE_CHOICES)}; found {choice!r}")
+        raise CascadeUsageError(
+            f"chat_template: expected one of {', '.join(TEMPLATE_CHOICES)}; found {choice!r}"
+        )
     return choice
 
 
@@ -81,7 +88,9 @@ def check_openrlhf_template(choice: str) -> None:
         )
 
 
-def resolve_choice(own: str | None, choice: str, *, model_dir: str | Path | None = None, sft: bool = False) -> TemplateUse:
+def resolve_choice(
+    own: str | None, choice: str, *, model_dir: str | Path | None = None, sft: bool = False
+) -> TemplateUse:
     """What `choice` means for a model whose tokenizer was saved with template `own` (None: none)."""
     check_choice(choice)
     if choice != "auto":
@@ -94,7 +103,8 @@ def resolve_choice(own: str | None, choice: str, *, model_dir: str | Path | None
         return TemplateUse(choice, "cascade", "its stage manifest says cascade trained it with its template")
     if sft:
         return TemplateUse(
-            choice, "cascade",
+            choice,
+            "cascade",
             "a stock model: SFT adopts cascade's template, so the checkpoint carries it (chat_template: model keeps "
             "the model's own)",
         )
