@@ -14,6 +14,9 @@ Real models (`tokenizer=` on the render functions):
 - Any other template (Llama 3, Gemma, Mistral) renders through the tokenizer's own `apply_chat_template`
   with the flag appended to every user turn; SFT finds each assistant span by rendering prefixes.
 - `<think>`/`</think>` are plain text where they are not special tokens; nothing here needs them as one id.
+- Which of these renders is chosen per model by `chat_template: auto | model | cascade`
+  (template_choice.py): a tokenizer chosen to render as the model (`renders_as_model`) renders through its
+  own template as is, its system prompt included, with no mode flag (mode `none`).
 """
 
 from __future__ import annotations
