@@ -59,7 +59,7 @@ class Stage:
     threads: int = 0
     started: float = field(default_factory=time.perf_counter)
     template: TemplateUse | None = None  # what the config's chat_template resolved to (load_tokenizer)
-    first_prompt: str | None = None  # the first prompt the stage rendered (the trainer sets it)
+    first_prompt: str | None = None  # the first prompt the stage rendered (`rendered`)
 
     @classmethod
     def open(cls, config: Any, **files: str | Path | None) -> Stage:
@@ -122,8 +122,14 @@ class Stage:
         choice = getattr(self.config, "chat_template", None)
         if choice is not None:  # the reward model has no choice: it reads cascade's rendering
             self.template = choose_template(tokenizer, choice, model_dir=self.init, sft=self.config.kind == "sft")
-            console.print(self.template.line(self.config.init), soft_wrap=True)
         return tokenizer
+
+    def rendered(self, first_prompt: str) -> None:
+        """The trainer rendered its data: the manifest keeps the first prompt; the output says which template
+        (once the data loaded, so bad data still fails with its one line)."""
+        self.first_prompt = first_prompt
+        if self.template:
+            console.print(self.template.line(self.config.init), soft_wrap=True)
 
     def load_model(self, *, dtype: Any = "float32", head: str = "causal", pad_id: int | None = None) -> Any:
         return loader.load_model(self.init, dtype=dtype, device=self.device, head=head, pad_id=pad_id)
