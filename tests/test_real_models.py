@@ -16,13 +16,14 @@ from cascade_cli.models import real
 from cascade_cli.models.tiny import is_embedded_spec, resolve_model
 
 
-def test_smollm2_is_a_plain_hf_checkpoint_with_our_template(smollm2_dir: Path):
+def test_smollm2_is_a_plain_hf_checkpoint_with_its_own_template(smollm2_dir: Path):
     for name in ("model.safetensors", "config.json", "tokenizer.json", "chat_template.jinja", real.MARKER_NAME):
         assert (smollm2_dir / name).is_file(), name
     config = json.loads((smollm2_dir / "config.json").read_text())
     assert config["architectures"] == ["LlamaForCausalLM"] and "quantization_config" not in config
     assert config["vocab_size"] == 49152 and config["torch_dtype" if "torch_dtype" in config else "dtype"] == "float32"
-    assert (smollm2_dir / "chat_template.jinja").read_text() == chat.CHAT_TEMPLATE
+    own = (smollm2_dir / "chat_template.jinja").read_text()  # the GGUF's: `chat_template: model` renders it
+    assert own != chat.CHAT_TEMPLATE and "You are a helpful AI assistant named SmolLM" in own
 
 
 def test_smollm2_resolves_from_the_cache(smollm2_dir: Path):

@@ -14,6 +14,9 @@ Real models (`tokenizer=` on the render functions):
 - Any other template (Llama 3, Gemma, Mistral) renders through the tokenizer's own `apply_chat_template`
   with the flag appended to every user turn; SFT finds each assistant span by rendering prefixes.
 - `<think>`/`</think>` are plain text where they are not special tokens; nothing here needs them as one id.
+- Which of these renders is chosen per model by `chat_template: auto | model | cascade`
+  (template_choice.py): a tokenizer chosen to render as the model (`renders_as_model`) renders through its
+  own template as is, its system prompt included, with no mode flag (mode `none`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,13 @@ from typing import Any, Literal
 
 Mode = Literal["think", "no_think"]
 MODES: tuple[str, ...] = ("think", "no_think")
+NO_FLAG = "none"  # render with no mode flag (what a model's own template, which knows none, gets)
+RENDER_MODES: tuple[str, ...] = (*MODES, NO_FLAG)
+# Set on a tokenizer (template_choice.choose_template) whose own template renders every prompt, as is: no
+# mode flag, its own system prompt where it adds one. Unset: cascade's rendering (ChatML + flags).
+MODEL_RENDERING = "cascade_model_rendering"
+# The template a tokenizer was loaded with, before `adopt_template` replaced a ChatML one (models/loader.py).
+OWN_TEMPLATE = "cascade_own_template"
 
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
@@ -51,13 +61,15 @@ CHAT_TEMPLATE = (
 
 
 def check_mode(mode: str) -> Mode:
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {', '.join(MODES)}; found {mode!r}")
+    if mode not in RENDER_MODES:
+        raise ValueError(f"mode must be one of {', '.join(RENDER_MODES)}; found {mode!r}")
     return mode  # type: ignore[return-value]
 
 
 def flag_user_turn(content: str, mode: str) -> str:
-    """Append ` /think` or ` /no_think` unless the turn already ends with a flag."""
+    """Append ` /think` or ` /no_think` unless the turn already ends with a flag (mode `none`: as is)."""
+    if check_mode(mode) == NO_FLAG:
+        return content
     stripped = content.rstrip()
     if stripped.endswith("/think") or stripped.endswith("/no_think"):
         return content
@@ -114,6 +126,11 @@ def template_is_chatml(template: str) -> bool:
     except Exception:  # a template that cannot render a lone user turn is not ChatML either
         probe = ""
     return f"{IM_START}user\nhi" in probe and IM_END in probe
+
+
+def renders_as_model(tokenizer: Any) -> bool:
+    """True when `tokenizer` was chosen to render with its own template as is (no mode flag)."""
+    return tokenizer is not None and bool(getattr(tokenizer, MODEL_RENDERING, False))
 
 
 def uses_own_template(tokenizer: Any) -> bool:
@@ -184,10 +201,12 @@ def render_segments(
     """Render a conversation as (text, is_assistant_output) pieces; SFT puts the loss on the True ones.
 
     The trainable part of an assistant turn is its content plus `<|im_end|>` (or the template's end of
-    turn); the role header is context. `tokenizer` with a non-ChatML template renders through its own.
+    turn); the role header is context. `tokenizer` with a non-ChatML template renders through its own; one
+    chosen to render as the model (`renders_as_model`) through its own and without the mode flag.
     """
+    mode = NO_FLAG if renders_as_model(tokenizer) else mode
     messages = flagged_messages(with_tools(messages, tools), mode)
-    if uses_own_template(tokenizer):
+    if renders_as_model(tokenizer) or uses_own_template(tokenizer):
         return own_segments(tokenizer, messages, add_generation_prompt)
     segments: list[tuple[str, bool]] = []
     for message in messages:
@@ -210,7 +229,8 @@ def render_messages(
     tools: list[dict[str, Any]] | None = None,
     tokenizer: Any = None,
 ) -> str:
-    if uses_own_template(tokenizer):
+    if renders_as_model(tokenizer) or uses_own_template(tokenizer):
+        mode = NO_FLAG if renders_as_model(tokenizer) else mode
         flagged = flagged_messages(with_tools(messages, tools), mode)
         return _own_render(tokenizer, flagged, add_generation_prompt)
     return "".join(text for text, _ in render_segments(messages, mode, add_generation_prompt, tools))

@@ -100,7 +100,7 @@ _KINDS = (
               ("prepare-data",), ("source", "out"), produces_model=False, defaults_init=False,
               registry_check="cascade_cli.data.prepare:check_config"),
     StageKind("sft", "cascade_cli.config.sft:SFTConfig", "cascade_cli.engines.local.sft:run_sft",
-              ("sft",), ("init", "data", "out"), TRAINING_OPTIONS, openrlhf_jobs=f"{JOBS}:sft_jobs",
+              ("sft",), ("init", "data", "out"), ("chat_template", *TRAINING_OPTIONS), openrlhf_jobs=f"{JOBS}:sft_jobs",
               registry_check=EXTRA_ARGS),
     # Not a policy: the next stage's init skips it and the recipe does not generate with it. It starts from the
     # previous policy (the SFT checkpoint) like any stage.
@@ -109,10 +109,10 @@ _KINDS = (
               ("eval_data", "skip_bad_rows", *TRAINING_OPTIONS), f"{JOBS}:reward_model_jobs", produces_model=False,
               registry_check=EXTRA_ARGS),
     StageKind("rlhf", "cascade_cli.config.rlhf:RLHFConfig", "cascade_cli.engines.local.rlhf:run_rlhf",
-              ("rlhf",), ("init", "reward_model", "data", "out"), ("eval_data", *TRAINING_OPTIONS),
+              ("rlhf",), ("init", "reward_model", "data", "out"), ("eval_data", "chat_template", *TRAINING_OPTIONS),
               f"{JOBS}:rlhf_jobs", registry_check=EXTRA_ARGS),
     StageKind("rlvr", "cascade_cli.config.grpo:RLVRConfig", "cascade_cli.engines.local.grpo:run_rlvr",
-              ("rlvr",), ("domain", "init", "data", "out"), ("eval_data", "reward_func", *TRAINING_OPTIONS),
+              ("rlvr",), ("domain", "init", "data", "out"), ("eval_data", "chat_template", "reward_func", *TRAINING_OPTIONS),
               f"{JOBS}:rlvr_jobs", registry_check=EXTRA_ARGS),
     # Data, not a policy: samples with the previous policy (its `init`) and keeps the prompts inside a pass-rate
     # band, so the RL stage after it reads `${stages.NAME.out}` and starts from that same policy.
@@ -120,7 +120,8 @@ _KINDS = (
               "cascade_cli.engines.local.sampling:run_pass_rate_filter_stage", ("prepare-data", "filter"),
               ("init", "data", "out"), produces_model=False, registry_check="cascade_cli.data.pass_rate:check_required"),
     StageKind("distill", "cascade_cli.config.distill:DistillConfig", "cascade_cli.engines.local.distill:run_distill",
-              ("distill",), ("init", "teachers", "data", "out"), ("eval_data", "domain_weights", *TRAINING_OPTIONS),
+              ("distill",), ("init", "teachers", "data", "out"), ("eval_data", "domain_weights", "chat_template",
+                                                                *TRAINING_OPTIONS),
               openrlhf_missing=MOPD_ON_OPENRLHF),
 )
 STAGE_KINDS: dict[str, StageKind] = {kind.kind: kind for kind in _KINDS}

@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from cascade_cli.chat import MODES
+from cascade_cli.chat import RENDER_MODES
 from cascade_cli.config.checks import Bound, Range, at_least, one_of, validate
+from cascade_cli.template_choice import TEMPLATE_CHOICES
 from cascade_cli.trackers import DEFAULT_REPORT_TO, TRACKERS
 
 BACKENDS = ("auto", "vllm", "hf")
@@ -19,8 +20,12 @@ class EvalSettings:
 
     # Samples per problem (unset: the benchmark's own: 64 AIME, 8 IF/code/multiple choice, 1 gsm8k/mbpp).
     k: int | None = None
-    # think | no_think (unset: the benchmark's own, e.g. no_think for IFEval).
+    # think | no_think | none (no flag) (unset: the benchmark's own, e.g. no_think for IFEval). Flags only
+    # render under cascade's template: a model's own template gets none.
     mode: str | None = None
+    # auto (a checkpoint cascade trained: cascade's ChatML + mode flags; any other model: its own template,
+    # its system prompt included, no flag, as lm-eval's --apply_chat_template) | model | cascade.
+    chat_template: str = "auto"
     # Only the first N problems of each benchmark.
     limit: int | None = None
     # Max new tokens per sample (unset: the benchmark's own: 1024, 512 for gsm8k / mbpp).
@@ -37,7 +42,7 @@ class EvalSettings:
 
     BOUNDS: ClassVar[dict[str, Bound]] = {
         "report_to": one_of(*TRACKERS),
-        "k": at_least(1), "mode": one_of(*MODES), "limit": at_least(1), "max_tokens": at_least(1),
+        "k": at_least(1), "mode": one_of(*RENDER_MODES), "chat_template": one_of(*TEMPLATE_CHOICES), "limit": at_least(1), "max_tokens": at_least(1),
         "temperature": at_least(0), "top_p": Range(0, 1, low_open=True), "backend": one_of(*BACKENDS),
         "seed": at_least(0), "workers": at_least(1),
     }

@@ -18,6 +18,7 @@ from omegaconf import MISSING
 from cascade_cli.config.checks import ANY_NUMBER, TEXT, Bound, Range, above, at_least, fraction, one_of
 from cascade_cli.config.common import TrainerConfig, role_gpus
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.template_choice import TEMPLATE_CHOICES, check_openrlhf_template
 
 # The paper's mode per RLVR domain: IF-RL in non-thinking mode, math / code / swe in thinking mode.
 DOMAIN_MODES = {"if": "no_think", "math": "think", "code": "think", "swe": "think"}
@@ -75,6 +76,9 @@ class GRPOConfig(TrainerConfig):
     # Prompt mode: think | no_think | half (half of each batch each way, RLHF) | row (each row's "mode").
     # Unset: the domain's paper default (if -> no_think; math, code, swe -> think).
     mode: Optional[str] = None
+    # Prompt template: auto (a checkpoint cascade trained: cascade's ChatML + mode flags; any other model: its
+    # own, no flag) | model (its own) | cascade. Engine openrlhf renders with cascade's (auto or cascade).
+    chat_template: str = "auto"
     # Schedule: `steps` optimizer steps, or the sum of `phases[].steps` when phases are given.
     steps: int = 40
     # Response-length schedule: a list of {steps, max_response_len, temperature, overlong_filter}.
@@ -138,7 +142,7 @@ class GRPOConfig(TrainerConfig):
 
     BOUNDS: ClassVar[dict[str, Bound]] = {
         "data": TEXT, "eval_data": TEXT, "eval_max_new_tokens": at_least(1), "eval_limit": at_least(1),
-        "mode": one_of(*PROMPT_MODES), "steps": at_least(1), "prompts_per_step": at_least(1),
+        "mode": one_of(*PROMPT_MODES), "chat_template": one_of(*TEMPLATE_CHOICES), "steps": at_least(1), "prompts_per_step": at_least(1),
         "group_size": at_least(2, "at least 2 responses per prompt (the group the advantage compares)"),
         "max_prompt_len": at_least(1), "max_response_len": at_least(1), "temperature": TEMPERATURES,
         "top_p": Range(0, 1, low_open=True), "top_k": at_least(-1),
@@ -152,6 +156,7 @@ class GRPOConfig(TrainerConfig):
 
     def check(self) -> None:
         if self.engine == "openrlhf":
+            check_openrlhf_template(self.chat_template)
             check_openrlhf_layout(self)
 
 

@@ -7,9 +7,10 @@ from typing import ClassVar
 
 from omegaconf import MISSING
 
-from cascade_cli.config.checks import TEXT, Bound, above, at_least, fraction
+from cascade_cli.config.checks import TEXT, Bound, above, at_least, fraction, one_of
 from cascade_cli.config.common import TrainerConfig
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.template_choice import TEMPLATE_CHOICES, check_openrlhf_template
 
 
 @dataclass
@@ -17,6 +18,9 @@ class SFTConfig(TrainerConfig):
     kind: str = "sft"
     # A canonical .jsonl file, or a directory holding data.jsonl (what `cascade prepare-data` writes).
     data: str = MISSING
+    # Template the rows render with: auto (a stock model adopts cascade's ChatML + mode flags, as a checkpoint
+    # cascade trained keeps them) | model (the model's own, no mode flag) | cascade.
+    chat_template: str = "auto"
     max_seq_len: int = 512  # longer examples are truncated (their tail loses its loss)
     # Passes over the data (fractions allowed).
     epochs: float = 1.0
@@ -54,7 +58,7 @@ class SFTConfig(TrainerConfig):
     eval_batch_size: int = 32
 
     BOUNDS: ClassVar[dict[str, Bound]] = {
-        "data": TEXT, "max_seq_len": at_least(1), "epochs": above(0), "max_steps": at_least(1),
+        "data": TEXT, "chat_template": one_of(*TEMPLATE_CHOICES), "max_seq_len": at_least(1), "epochs": above(0), "max_steps": at_least(1),
         "batch_size": at_least(1), "grad_accum": at_least(1), "min_lr": at_least(0),
         "warmup_ratio": fraction(high_open=True), "threads": at_least(0), "save_every": at_least(0),
         "stop_after": at_least(1), "log_every": at_least(1), "eval_prompts": TEXT,
@@ -63,6 +67,8 @@ class SFTConfig(TrainerConfig):
 
     def check(self) -> None:
         super().check()
+        if self.engine == "openrlhf":
+            check_openrlhf_template(self.chat_template)
         check_min_lr(self.lr, self.min_lr)
 
 

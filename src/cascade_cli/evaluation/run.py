@@ -12,9 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cascade_cli.chat import check_mode, render_prompt
+from cascade_cli.chat import NO_FLAG, check_mode, render_prompt
 from cascade_cli.checkpoint import require_model_dir
 from cascade_cli.config.eval import EvalSettings
+from cascade_cli.console import console, print_warning
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.evaluation.benchmarks import Benchmark, resolve_benchmarks
 from cascade_cli.evaluation.responses import match_responses, self_labelled_records
@@ -22,6 +23,7 @@ from cascade_cli.evaluation.scoring import score_benchmark
 from cascade_cli.jsonl import write_jsonl
 from cascade_cli.progress import Progress as ProgressBar
 from cascade_cli.records import rollout_record
+from cascade_cli.template_choice import RECORD_KEY, TemplateUse, choose_template
 from cascade_cli.trackers import report_evaluation
 from cascade_cli.verifiers import known_domains
 from cascade_cli.verifiers.batch import verifier_problem
@@ -62,6 +64,16 @@ def planned_tokens(specs: list[Benchmark], rows_by_name: dict[str, list[Any]], s
     return sum(
         len(rows_by_name[bench.name]) * (settings.k or bench.default_k) * (settings.max_tokens or bench.default_max_tokens)
         for bench in specs
+    )
+
+
+def warn_dropped_mode(template: TemplateUse, mode: str | None) -> None:
+    """A mode flag asked for under a template that knows none is left out, and the user told so."""
+    if mode in (None, NO_FLAG) or template.mode_flags:
+        return
+    print_warning(
+        f"mode {mode}: left out, the model's own chat template knows no mode flag "
+        f"(chat_template {template.choice}; chat_template cascade renders it)"
     )
 
 
@@ -110,12 +122,17 @@ def evaluate_checkpoint(
     )
     results: dict[str, Any] = {}
     samples: list[dict[str, Any]] = []
+    first_prompt: str | None = None
     try:
+        template = choose_template(generator.tokenizer, settings.chat_template, model_dir=model_dir)
+        warn_dropped_mode(template, settings.mode)
+        console.print(template.line(model_dir), soft_wrap=True)
         for bench in specs:
             rows = rows_by_name[bench.name]
             bench_k = settings.k or bench.default_k
-            bench_mode = check_mode(settings.mode or bench.mode)
+            bench_mode = check_mode(settings.mode or bench.mode) if template.mode_flags else NO_FLAG
             prompts = [render_prompt(row["prompt"], bench_mode, generator.tokenizer) for row in rows]
+            first_prompt = prompts[0] if first_prompt is None else first_prompt
             if progress:
                 progress(bench.name, 0, len(rows))
             t0 = time.time()
@@ -151,6 +168,7 @@ def evaluate_checkpoint(
     output = {
         "model": str(model_dir),
         "settings": {**{key: getattr(settings, key) for key in SETTING_KEYS}, "backend_used": backend_used},
+        RECORD_KEY: template.record(first_prompt),
         "benchmarks": results,
         "seconds": round(time.time() - started, 3),
         "evaluated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cascade_cli.chat import adopt_template
+from cascade_cli.chat import OWN_TEMPLATE, adopt_template
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.models.tiny import resolve_model
 from cascade_cli.progress import verbose
@@ -78,6 +78,7 @@ def load_tokenizer(spec: str | Path) -> Any:
         raise CascadeUsageError(f"tokenizer {spec}: cannot load ({error})") from None
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
+    setattr(tokenizer, OWN_TEMPLATE, tokenizer.chat_template)
     adopt_template(tokenizer)
     return tokenizer
 

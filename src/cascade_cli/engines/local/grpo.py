@@ -281,6 +281,7 @@ def build_run(
     params = sum(p.numel() for p in policy.parameters())  # the base model's size (before any adapters)
     limit = config.max_prompt_len
     rows, longest_prompt = rl_data.fit_prompts(rows, config.data, mode, tokenizer, limit)
+    stage.rendered(rl_data.render_row(rows[0], rl_data.prompt_mode(mode, rows[0], 0), tokenizer))
     eval_rows = rl_data.fit_prompts(eval_rows, config.eval_data, mode, tokenizer, limit)[0] if eval_rows else []
     longest_response = max(p.max_response_len for p in resolve_phases(config))
     # a group's rows share one forward of its prompt (logprobs.response_hidden): a row's share of the tokens

@@ -83,6 +83,7 @@ def run_sft(config: SFTConfig) -> dict[str, Any]:
 
     tokenizer = stage.load_tokenizer()
     examples = load_examples(data_file, tokenizer, config.max_seq_len)
+    stage.rendered(examples.first_prompt)
     if examples.truncated or examples.dropped:
         print_warning(
             f"{data_file}: {examples.truncated} examples truncated to max_seq_len={config.max_seq_len}"

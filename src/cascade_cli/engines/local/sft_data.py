@@ -63,6 +63,7 @@ class Examples:
     loss_mask: list[list[bool]]
     truncated: int
     dropped: int
+    first_prompt: str = ""  # the first row rendered up to its first assistant turn (the stage manifest shows it)
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -90,6 +91,9 @@ def load_examples(path: str | Path, tokenizer, max_seq_len: int, chunk: int = 51
             segments = render_segments(messages, mode=mode, tools=row.get("tools"), tokenizer=tokenizer)
         except ValueError as error:
             raise CascadeUsageError(f"{where}: {error}") from None
+        if count == 0:
+            first_prompt = "".join(text for text, _ in segments[: next(
+                (at for at, (_, trainable) in enumerate(segments) if trainable), len(segments))])
         pieces.extend(segments)
         owners.extend([count] * len(segments))
         count += 1
@@ -117,7 +121,7 @@ def load_examples(path: str | Path, tokenizer, max_seq_len: int, chunk: int = 51
         raise CascadeUsageError(
             f"{path}: no example keeps an assistant token within max_seq_len={max_seq_len}"
         )
-    return Examples(kept_ids, kept_mask, truncated, dropped)
+    return Examples(kept_ids, kept_mask, truncated, dropped, first_prompt)
 
 
 # A micro-batch is a list of rows; a row is a list of example indices (one example unless packing).

@@ -41,6 +41,7 @@ from cascade_cli.engines.local import checkpoint
 from cascade_cli.engines.local.compute import configure_threads
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.models import loader
+from cascade_cli.template_choice import RECORD_KEY, TemplateUse, choose_template
 
 ELAPSED_KEY = "elapsed_s"  # in trainer_state's extra values and the manifest's timings
 
@@ -57,6 +58,8 @@ class Stage:
     device: str = "cpu"
     threads: int = 0
     started: float = field(default_factory=time.perf_counter)
+    template: TemplateUse | None = None  # what the config's chat_template resolved to (load_tokenizer)
+    first_prompt: str | None = None  # the first prompt the stage rendered (`rendered`)
 
     @classmethod
     def open(cls, config: Any, **files: str | Path | None) -> Stage:
@@ -119,7 +122,19 @@ class Stage:
         return self.device
 
     def load_tokenizer(self) -> Any:
-        return loader.load_tokenizer(self.init)
+        """The init's tokenizer, set up to render with the config's `chat_template` (template_choice.py)."""
+        tokenizer = loader.load_tokenizer(self.init)
+        choice = getattr(self.config, "chat_template", None)
+        if choice is not None:  # the reward model has no choice: it reads cascade's rendering
+            self.template = choose_template(tokenizer, choice, model_dir=self.init, sft=self.config.kind == "sft")
+        return tokenizer
+
+    def rendered(self, first_prompt: str) -> None:
+        """The trainer rendered its data: the manifest keeps the first prompt; the output says which template
+        (once the data loaded, so bad data still fails with its one line)."""
+        self.first_prompt = first_prompt
+        if self.template:
+            console.print(self.template.line(self.config.init), soft_wrap=True)
 
     def load_model(self, *, dtype: Any = "float32", head: str = "causal", pad_id: int | None = None) -> Any:
         return loader.load_model(self.init, dtype=dtype, device=self.device, head=head, pad_id=pad_id)
@@ -169,6 +184,7 @@ class Stage:
             self.out, stage=self.name, kind=self.config.kind, config=self.config_dict, init=self.config.init,
             data_fingerprints=self.inputs, metrics=metrics or {}, status=status,
             timings={**timings, ELAPSED_KEY: round(self.elapsed_s, 3)},
+            extra={RECORD_KEY: self.template.record(self.first_prompt)} if self.template else None,
         )
 
     def save_final(self, model: Any, tokenizer: Any) -> None:
