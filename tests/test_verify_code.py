@@ -51,12 +51,12 @@ def humaneval():
 
 
 def humaneval_record(problem: dict, body: str | None = None, suffix: str = "") -> dict:
+    """A HumanEval record with the label cascade's loader makes (the prompt as the test's prelude)."""
+    from cascade_cli.evaluation.benchmark_rows import normalize_humaneval
+
     code = problem["prompt"] + (problem["canonical_solution"] if body is None else body) + "\n" + suffix
-    return {
-        "id": problem["task_id"],
-        "response": f"```python\n{code}\n```",
-        "label": {"kind": "assert", "test": problem["test"], "entry_point": problem["entry_point"]},
-    }
+    label = normalize_humaneval(problem, 0, "human-eval")["label"]
+    return {"id": problem["task_id"], "response": f"```python\n{code}\n```", "label": label}
 
 
 # -- extraction ------------------------------------------------------------------------------------------
