@@ -144,8 +144,8 @@ def verify_command(
 
     Example: [bold]cascade verify --serve --reward-func examples/data/my_reward.py:score --port 5000[/]  (your reward)
 
-    Example: [bold]cascade verify --serve --reward-func my_reward.py:score --reward-func-isolation sandbox[/]
-    (your reward in the code verifier's sandbox)
+    Example: [bold]cascade verify --serve --reward-func examples/data/my_reward.py:score --reward-func-isolation
+    sandbox --port 5000[/]  (your reward in the code verifier's sandbox: no network, no host files)
 
     Example: [bold]cascade verify --export-reward-func reward.py[/]  (then --reward.remote_url reward.py)
 
