@@ -311,3 +311,18 @@ def test_tiny_learns_from_a_sandboxed_reward(tmp_path, tiny_dir, files):
     rewards = [m["reward_mean"] for m in b]
     assert sum(rewards[-2:]) / 2 > sum(rewards[:2]) / 2 + 0.15, rewards
     assert all(m["verify_errors"] == 0 for m in b)
+
+
+def test_the_openrlhf_engine_says_to_serve_it_sandboxed(tmp_path, files):
+    from cascade_cli.config.grpo import RLVRConfig
+    from cascade_cli.engines.openrlhf.jobs import rlvr_jobs
+
+    spec = f"{files / 'letters.py'}:score"
+    values = dict(domain="math", init="tiny", data="d.jsonl", out=str(tmp_path / "rl"), engine="openrlhf",
+                  prompts_per_step=8, group_size=2, reward_func=spec, reward_func_isolation="sandbox")  # fmt: skip
+    config = RLVRConfig(**values)
+    with pytest.raises(CascadeUsageError, match="--reward-func-isolation sandbox` and set cluster.reward_urls"):
+        config.check()
+    config.cluster.reward_urls = ["http://127.0.0.1:5000/get_reward"]
+    (job,) = rlvr_jobs(config)
+    assert any(f"--reward-func {spec} --reward-func-isolation sandbox" in note for note in job.notes)

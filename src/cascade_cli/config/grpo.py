@@ -268,7 +268,9 @@ class RLVRConfig(GRPOConfig):
             if self.reward_func:
                 raise CascadeUsageError(
                     "cluster.reward_urls: on engine openrlhf the reward service serves reward_func: start "
-                    f"`cascade verify --serve --reward-func {self.reward_func}` and set "
+                    f"`cascade verify --serve --reward-func {self.reward_func}"
+                    + ("" if self.reward_func_isolation == "none" else f" --reward-func-isolation {self.reward_func_isolation}")
+                    + "` and set "
                     "cluster.reward_urls=[http://HOST:PORT/get_reward]"
                 )
             raise missing_reward("cluster.reward_urls")
