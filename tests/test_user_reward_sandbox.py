@@ -321,7 +321,9 @@ def test_the_openrlhf_engine_says_to_serve_it_sandboxed(tmp_path, files):
     values = dict(domain="math", init="tiny", data="d.jsonl", out=str(tmp_path / "rl"), engine="openrlhf",
                   prompts_per_step=8, group_size=2, reward_func=spec, reward_func_isolation="sandbox")  # fmt: skip
     config = RLVRConfig(**values)
-    with pytest.raises(CascadeUsageError, match="--reward-func-isolation sandbox` and set cluster.reward_urls"):
+    with pytest.raises(
+        CascadeUsageError, match="--reward-func-isolation sandbox` and set cluster.reward_urls"
+    ):
         config.check()
     config.cluster.reward_urls = ["http://127.0.0.1:5000/get_reward"]
     (job,) = rlvr_jobs(config)
