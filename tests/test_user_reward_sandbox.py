@@ -10,6 +10,7 @@ import json
 import socket
 import sys
 import threading
+import time
 import urllib.request
 from pathlib import Path
 
@@ -174,6 +175,9 @@ def test_the_function_sees_no_host_file_environment_or_network(files, tmp_path, 
         # In the trainer's process every probe but DNS (no network needed here) gets through: the probes work.
         host_rewards, _, _ = RewardFunction(spec)(queries, [""] * len(probes), labels)
         assert host_rewards[:7] == [1.0] * 7
+        deadline = time.monotonic() + 10
+        while not got and time.monotonic() < deadline:  # the listener thread takes it in its own time
+            time.sleep(0.05)
         assert got == [b"leak"]
         function = sandboxed(spec)
         try:
