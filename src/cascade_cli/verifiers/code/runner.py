@@ -315,6 +315,7 @@ def _run_assert_test(job: dict, index: int, fresh: FreshRuns | None, judge_proce
     judge_stderr = _memfd("judge-stderr")
     requests_read, requests_write = os.pipe()
     replies_read, replies_write = os.pipe()
+    judge_process.prepare(job)
     if fresh is not None:
         fresh.take()
     started = time.monotonic()
@@ -327,10 +328,8 @@ def _run_assert_test(job: dict, index: int, fresh: FreshRuns | None, judge_proce
         os.close(fd)
     test = _read_frame()  # only now: the program's process never held the test or its expected values
     judge_fds = (requests_write, replies_read, judge_stderr)
-    judge_code = judge_process.judge(job, test, judge_fds, float(limits["wall_s"]))
+    judge_code = judge_process.judge(job, test, judge_fds, float(limits["wall_s"]))  # closes the pipes
     test[:] = bytes(len(test))  # wiped: later program processes are forked from this memory
-    for fd in (requests_write, replies_read):
-        os.close(fd)
     timed_out = judge_code is None and time.monotonic() - started >= float(limits["wall_s"])
     # The program process ends at the judge's end of file; one still busy is killed.
     program_status, program_rusage, _ = _wait(program_pid, 0.0 if timed_out else 0.5)
@@ -357,6 +356,7 @@ def _judge_process():
         from judge_process import JudgeProcess
     finally:
         del sys.path[0]
+    gc.freeze()  # as main() did for the harness's own modules: the judge's are shared with every run too
     return JudgeProcess()
 
 
