@@ -150,7 +150,8 @@ class _Replies:
         buffer.seek(0)
         buffer.truncate()
         buffer.write(b"\0\0\0\0v")
-        pickler, self.pickler = self.pickler or _ReplyPickler(buffer, protocol=5), None  # none after a failure
+        pickler = self.pickler or _ReplyPickler(buffer, protocol=5)
+        self.pickler = None  # until the dump succeeds: one that failed halfway is not used again
         pickler.dump(value)
         pickler.clear_memo()
         self.pickler = pickler
