@@ -365,6 +365,10 @@ def main() -> None:
     the next run's tmpfs directories are mounted while the host judges this one (unsandboxed: the working
     dir is wiped)."""
     _make_non_dumpable()
+    # A process's first compile() of a string sets up what every later one reuses (about a millisecond): done
+    # here, every child's compile of its program finds it done (importing modules from source did it too,
+    # but they come compiled, sandbox_files.py).
+    compile("pass", "<warm-up>", "exec")
     # The harness's objects are shared copy-on-write with every run's processes: kept out of their garbage
     # collections, the pages that hold them are never written (and copied) by a child's collection.
     gc.freeze()
