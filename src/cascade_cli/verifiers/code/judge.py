@@ -143,7 +143,7 @@ class _Replies:
 
     def __init__(self) -> None:
         self.buffer = io.BytesIO()
-        self.pickler: _ReplyPickler | None = None
+        self.pickler: _ReplyPickler | None = _ReplyPickler(self.buffer, protocol=5)
 
     def value(self, value: object) -> bytes:
         buffer = self.buffer
@@ -161,6 +161,10 @@ class _Replies:
         return buffer.getvalue()
 
 
+# Made once in the harness, which imports this module, and inherited unused by every program process.
+_REPLIES = _Replies()
+
+
 def _frame(data: bytes) -> bytes:
     return _LENGTH.pack(len(data)) + data
 
@@ -174,7 +178,7 @@ def _write_all(fd: int, frame: bytes) -> None:
 def serve_program(namespace: dict, entry_point: str, requests: int, replies: int, limit: int) -> None:
     """Answer the judge's requests until it closes its end (runs in the program process). The first reply,
     unasked, is the entry point's: the judge needs it first, and it saves a round trip."""
-    out = _Replies()
+    out = _REPLIES
     _write_all(replies, _reply_to(("name", entry_point), namespace, out))
     read = FrameReader(requests, limit).read
     while True:

@@ -133,12 +133,18 @@ def _reap_orphans() -> None:
 
 
 def _kill_all_but(spare: int) -> None:
-    """kill(-1) would take the judge too: kill what /proc lists instead, and again, until only init and the
-    judge are left (a process killed in the middle of a fork leaves no child behind)."""
+    """kill(-1) would take the judge too: kill our other children instead, and again, until the judge is the
+    only one left (a process killed in the middle of a fork leaves no child behind).
+
+    Our children are every process of the namespace but their descendants, which become ours when their
+    parent dies (we are init). So when the judge, which never forks, is our only child, nothing else is left:
+    a dead child stays listed until we reap it, and its orphans are ours before it is a zombie. The list is
+    /proc/1/task/1/children (one small read; we are single-threaded), or /proc's pids where the kernel has no
+    such file."""
     deadline = time.monotonic() + 1.0
-    while time.monotonic() < deadline:
-        others = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc"))) if pid not in (1, spare)]
-        if not others:
+    while True:
+        others = [pid for pid in _our_children() if pid != spare]
+        if not others or time.monotonic() > deadline:
             return
         for pid in others:
             with contextlib.suppress(ProcessLookupError):
@@ -147,6 +153,20 @@ def _kill_all_but(spare: int) -> None:
             while os.waitpid(-1, os.WNOHANG)[0]:
                 pass
         time.sleep(0.0002)
+
+
+def _our_children() -> list[int]:
+    try:
+        fd = os.open("/proc/1/task/1/children", os.O_RDONLY)
+    except OSError:
+        return [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc"))) if pid != 1]
+    try:
+        data = b""
+        while chunk := os.read(fd, 1 << 16):
+            data += chunk
+    finally:
+        os.close(fd)
+    return [int(pid) for pid in data.split()]
 
 
 def _wait(pid: int, wall_s: float) -> tuple[int, object, bool]:
