@@ -120,7 +120,7 @@ def profile_table(run: Callable[[], Any], device: str, rows: int = 10) -> str:
 
 
 def measure_model(name: str, model_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
-    from cascade_cli.engines.local.generation import Generator
+    from cascade_cli.engines.local.rollout.generation import Generator
 
     generator = Generator(model_dir, backend="hf", seed=0, device=args.device, max_batch_size=max(args.batches))
     print(f"\n== {name}: {model_dir.name}, device {model_device(generator.model)}, "

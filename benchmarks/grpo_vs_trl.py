@@ -136,9 +136,9 @@ def run_trl(model_dir: str, steps: int, max_new: int, bf16: bool, baton: Baton) 
 
 def run_cascade(model_dir: str, steps: int, max_new: int, baton: Baton, backend: str = "hf") -> dict:
     from cascade_cli.config.grpo import RLVRConfig, RolloutConfig
-    from cascade_cli.engines.local.generation import Generator
-    from cascade_cli.engines.local.grpo import build_run, train_step
-    from cascade_cli.engines.local.rl_rewards import RewardHook
+    from cascade_cli.engines.local.rollout.generation import Generator
+    from cascade_cli.engines.local.train.grpo import build_run, train_step
+    from cascade_cli.engines.local.train.rl_rewards import RewardHook
     from cascade_cli.verifiers.base import Score
 
     class DigitShare(RewardHook):

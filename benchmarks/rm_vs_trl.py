@@ -40,9 +40,9 @@ def main() -> None:
 
     from cascade_cli.config.rm import RewardModelConfig
     from cascade_cli.data.tiny_tasks import generate
-    from cascade_cli.engines.local import reward_model as rm
-    from cascade_cli.engines.local.compute import configure_threads
-    from cascade_cli.engines.local.stage import Stage
+    from cascade_cli.engines.local.ops.compute import configure_threads
+    from cascade_cli.engines.local.train import reward_model as rm
+    from cascade_cli.engines.local.train.stage import Stage
     from cascade_cli.verifiers.reward_model import encode, load_reward_model, rm_text
 
     hf_logging.set_verbosity_error()

@@ -34,8 +34,8 @@ def main() -> None:
     from transformers import AutoTokenizer
     from vllm import SamplingParams
 
-    from cascade_cli.engines.local import vllm_engine
-    from cascade_cli.engines.local.compute import configure_threads
+    from cascade_cli.engines.local.ops.compute import configure_threads
+    from cascade_cli.engines.local.rollout import vllm_engine
     from cascade_cli.evaluation.benchmarks import shared_file
     from cascade_cli.models.tiny import resolve_model
 

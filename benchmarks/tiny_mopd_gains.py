@@ -89,7 +89,7 @@ def main() -> None:
     if not args.no_run:
         run_seeds(args.seeds, args.out, args.overrides, args.parallel)
 
-    from cascade_cli.engines.local.compute import configure_threads
+    from cascade_cli.engines.local.ops.compute import configure_threads
 
     configure_threads()
     print(f"{'domain':6s} {'seed':>4s} {'last (swe_rl)':>14s} {'best stage':>20s} {'teacher':>10s} {'distill':>8s}")

@@ -51,7 +51,7 @@ def every_response_update(run, groups, temperature: float) -> None:
     """The loop before the skip: every response of the step through micro_step, the same normaliser."""
     import torch
 
-    from cascade_cli.engines.local import grpo
+    from cascade_cli.engines.local.train import grpo
 
     batch = [grpo.TrainSequence(g.prompt_ids, c.token_ids, a, m, None, c.token_logprobs)
              for g in groups for c, a, m in zip(g.completions, g.advantages, g.loss_mask, strict=True)]  # fmt: skip
@@ -80,8 +80,8 @@ def main() -> None:
     import torch
 
     from cascade_cli.config.grpo import RLVRConfig
-    from cascade_cli.engines.local import grpo
-    from cascade_cli.engines.local.rl_rewards import RewardHook
+    from cascade_cli.engines.local.train import grpo
+    from cascade_cli.engines.local.train.rl_rewards import RewardHook
 
     config = RLVRConfig(domain="code", init=args.model, data="-", out=tempfile.mkdtemp(prefix="skip-bench-"),
                         prompts_per_step=args.prompts, group_size=args.group_size, max_response_len=args.response_len,

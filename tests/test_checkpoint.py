@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 import torch
 
-from cascade_cli.checkpoint import read_manifest, write_manifest
 from cascade_cli.config.structure import to_plain
-from cascade_cli.engines.local import checkpoint as ckpt
-from cascade_cli.engines.local.optim import warmup_cosine
+from cascade_cli.engines.local.ops.optim import warmup_cosine
+from cascade_cli.engines.local.train import trainer_state as ckpt
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.manifest import read_manifest, write_manifest
 
 CONFIG = {"lr": 1e-5, "steps": 4, "out": "x", "save_every": 2, "rollout": {"top_k": -1, "backend": "hf"}}
 
@@ -181,7 +181,7 @@ def test_unfinished_manifest_resumes_from_state_or_starts_fresh_without_one(tmp_
 _SAVE_TWICE = textwrap.dedent(
     """
     import os, sys, torch
-    from cascade_cli.engines.local import checkpoint as ckpt
+    from cascade_cli.engines.local.train import trainer_state as ckpt
     model = torch.nn.Linear(3, 2)
     optimizer = torch.optim.AdamW(model.parameters())
     ckpt.save_state(sys.argv[1], step=1, config={"lr": 1}, model=model, optimizer=optimizer)
@@ -225,7 +225,7 @@ def test_save_final_renames_the_files_into_out(tmp_path):
 def test_every_model_a_stage_reads_is_an_input_distills_teachers_by_domain(tmp_path):
     """The init, the reward model and each of distill's teachers: retrained since, a resume is refused naming it."""
     from cascade_cli.config.distill import DistillConfig
-    from cascade_cli.engines.local.stage import Stage
+    from cascade_cli.engines.local.train.stage import Stage
     from cascade_cli.models import tiny
 
     student, teacher, data = tiny.resolve_model("tiny", tmp_path / "models"), tmp_path / "math_rl", tmp_path / "d.jsonl"

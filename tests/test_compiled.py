@@ -1,4 +1,4 @@
-"""`compile: true` (engines/local/compiled.py): the compiled decoder trains the same model as eager, and a
+"""`compile: true` (engines/local/ops/compiled.py): the compiled decoder trains the same model as eager, and a
 machine without a C++ compiler trains eager after a warning."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cascade_cli.checkpoint import read_metrics
 from cascade_cli.cli import app
-from cascade_cli.engines.local import compiled
+from cascade_cli.engines.local.ops import compiled
+from cascade_cli.manifest import read_metrics
 from cascade_cli.models import loader, tiny
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -61,7 +61,7 @@ def test_without_a_cxx_compiler_training_runs_eager(tmp_path, monkeypatch):
 def test_layers_compile_in_place_and_generation_on_them_runs_eager(tmp_path):
     import torch
 
-    from cascade_cli.engines.local.generation import Generator
+    from cascade_cli.engines.local.rollout.generation import Generator
 
     torch.manual_seed(0)
     model = loader.load_model(str(tiny.resolve_model("tiny", tmp_path / "models")))

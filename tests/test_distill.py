@@ -15,17 +15,17 @@ import torch
 from safetensors.torch import load_file
 
 from cascade_cli import verifiers
-from cascade_cli.checkpoint import read_manifest, read_metrics
 from cascade_cli.config.distill import DistillConfig
 from cascade_cli.config.sft import SFTConfig
-from cascade_cli.engines.local import distill
-from cascade_cli.engines.local.grpo import TrainSequence, sequence_logprobs
-from cascade_cli.engines.local.logprobs import response_hidden, token_logprobs
-from cascade_cli.engines.local.losses import mopd_loss
-from cascade_cli.engines.local.optim import linear_warmup
-from cascade_cli.engines.local.rl_data import DomainMixSampler
-from cascade_cli.engines.local.sft import run_sft
+from cascade_cli.engines.local.ops.logprobs import response_hidden, token_logprobs
+from cascade_cli.engines.local.ops.losses import mopd_loss
+from cascade_cli.engines.local.ops.optim import linear_warmup
+from cascade_cli.engines.local.train import distill
+from cascade_cli.engines.local.train.grpo import TrainSequence, sequence_logprobs
+from cascade_cli.engines.local.train.rl_data import DomainMixSampler
+from cascade_cli.engines.local.train.sft import run_sft
 from cascade_cli.jsonl import write_jsonl
+from cascade_cli.manifest import read_manifest, read_metrics
 from cascade_cli.models.loader import load_model, load_tokenizer
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -13,13 +13,14 @@ from cascade_cli.config.build import build_stage_config
 from cascade_cli.config.common import LoRAConfig
 from cascade_cli.config.grpo import RLVRConfig
 from cascade_cli.config.sft import SFTConfig
-from cascade_cli.engines.local import grad_checkpointing, grpo, lora
-from cascade_cli.engines.local.logprobs import response_hidden, token_logprobs
-from cascade_cli.engines.local.losses import grpo_loss
-from cascade_cli.engines.local.reward_model import bradley_terry_loss
-from cascade_cli.engines.local.rl_rewards import RewardHook
-from cascade_cli.engines.local.sft import step_loss
-from cascade_cli.engines.local.stage import prepare_for_training
+from cascade_cli.engines.local.ops import grad_checkpointing, lora
+from cascade_cli.engines.local.ops.logprobs import response_hidden, token_logprobs
+from cascade_cli.engines.local.ops.losses import grpo_loss
+from cascade_cli.engines.local.train import grpo
+from cascade_cli.engines.local.train.reward_model import bradley_terry_loss
+from cascade_cli.engines.local.train.rl_rewards import RewardHook
+from cascade_cli.engines.local.train.sft import step_loss
+from cascade_cli.engines.local.train.stage import prepare_for_training
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.models import loader, tiny
 from cascade_cli.verifiers.base import Score

@@ -12,14 +12,14 @@ import pytest
 import torch
 
 from cascade_cli import verifiers
-from cascade_cli.checkpoint import read_manifest, read_metrics
 from cascade_cli.config.grpo import PhaseConfig, RLVRConfig
-from cascade_cli.engines.local import grpo
-from cascade_cli.engines.local.grpo import run_rlvr
-from cascade_cli.engines.local.logprobs import response_hidden
-from cascade_cli.engines.local.losses import group_advantages, grpo_loss, is_uniform, training_rewards
-from cascade_cli.engines.local.rl_data import KeepRate, PromptSampler, prompt_mode
+from cascade_cli.engines.local.ops.logprobs import response_hidden
+from cascade_cli.engines.local.ops.losses import group_advantages, grpo_loss, is_uniform, training_rewards
+from cascade_cli.engines.local.train import grpo
+from cascade_cli.engines.local.train.grpo import run_rlvr
+from cascade_cli.engines.local.train.rl_data import KeepRate, PromptSampler, prompt_mode
 from cascade_cli.jsonl import write_jsonl
+from cascade_cli.manifest import read_manifest, read_metrics
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_grpo_support import (  # noqa: E402
@@ -496,7 +496,7 @@ def test_phases_schedule_length_and_temperature(tmp_path, tiny_dir, toy_verifier
 
 
 def test_resume_after_a_crash_reproduces_the_uninterrupted_run(tmp_path, tiny_dir, toy_verifier, monkeypatch):
-    from cascade_cli.engines.local import rl_rewards
+    from cascade_cli.engines.local.train import rl_rewards
 
     settings = dict(steps=4, save_every=2, epoch_filter=True)
     (tmp_path / "a").mkdir()

@@ -13,12 +13,13 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from cascade_cli.checkpoint import read_manifest
 from cascade_cli.config.common import LoRAConfig
 from cascade_cli.config.sft import SFTConfig
-from cascade_cli.engines.local import checkpoint, lora, optim
-from cascade_cli.engines.local.reward_model import bradley_terry_loss
-from cascade_cli.engines.local.stage import prepare_for_training
+from cascade_cli.engines.local.ops import lora, optim
+from cascade_cli.engines.local.train import trainer_state as checkpoint
+from cascade_cli.engines.local.train.reward_model import bradley_terry_loss
+from cascade_cli.engines.local.train.stage import prepare_for_training
+from cascade_cli.manifest import read_manifest
 from cascade_cli.models import loader, tiny
 from cascade_cli.models.loader import SCORE_HEAD
 from cascade_cli.verifiers.reward_model import load_reward_model, rewards_of
@@ -246,9 +247,9 @@ VLLM_SYNC = """
 import json, sys
 import torch
 from cascade_cli.config.common import LoRAConfig
-from cascade_cli.engines.local import lora
+from cascade_cli.engines.local.ops import lora
 from cascade_cli.models import loader
-from cascade_cli.engines.local.generation import Generator
+from cascade_cli.engines.local.rollout.generation import Generator
 
 if __name__ == "__main__":
     model_dir, prompts = sys.argv[1], ["What is 2+3?", "Name a colour.", "Count to four."]
@@ -282,7 +283,7 @@ def test_vllm_gets_merged_lora_weights_at_start_and_every_sync(tiny_dir, tmp_pat
     import subprocess
     import textwrap
 
-    from cascade_cli.engines.local.generation import vllm_available
+    from cascade_cli.engines.local.rollout.generation import vllm_available
 
     if not vllm_available():
         pytest.skip("vllm not installed")

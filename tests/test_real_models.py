@@ -45,8 +45,8 @@ def test_llama_gqa_attention_matches_eager_on_a_left_padded_batch(smollm2_dir: P
     import torch
     from transformers import AutoModelForCausalLM
 
-    from cascade_cli.engines.local.fast_attention import left_pad
-    from cascade_cli.engines.local.generation import Generator
+    from cascade_cli.engines.local.ops.fast_attention import left_pad
+    from cascade_cli.engines.local.rollout.generation import Generator
     from cascade_cli.models.loader import load_model, load_tokenizer
 
     tokenizer, fast = load_tokenizer(smollm2_dir), load_model(smollm2_dir)

@@ -11,10 +11,9 @@ import pytest
 import torch
 
 from cascade_cli.config.grpo import RLVRConfig
-from cascade_cli.engines.local import compute, grpo, precision
-from cascade_cli.engines.local.generation import Generator
-from cascade_cli.engines.local.rl_rewards import RewardHook
-from cascade_cli.engines.local.rollout_backend import (
+from cascade_cli.engines.local.ops import compute, precision
+from cascade_cli.engines.local.rollout.generation import Generator
+from cascade_cli.engines.local.rollout.rollout_backend import (
     AUTO_VLLM_MIN_PARAMS,
     CPU_RATES,
     EXPECTED_FILL,
@@ -22,6 +21,8 @@ from cascade_cli.engines.local.rollout_backend import (
     pick_backend,
     resolve_backend,
 )
+from cascade_cli.engines.local.train import grpo
+from cascade_cli.engines.local.train.rl_rewards import RewardHook
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.verifiers.base import Score
 

@@ -16,16 +16,16 @@ import torch
 from typer.testing import CliRunner
 
 from cascade_cli import chat
-from cascade_cli.checkpoint import read_manifest, read_metrics
 from cascade_cli.cli import app
 from cascade_cli.config.build import build_stage_config
 from cascade_cli.config.sft import SFTConfig
-from cascade_cli.engines.local import heldout
-from cascade_cli.engines.local.rl_data import render_row
-from cascade_cli.engines.local.rl_rewards import VerifierReward
-from cascade_cli.engines.local.sft import load_eval_rows, run_sft, step_loss
-from cascade_cli.engines.local.sft_data import BatchStream, Cursor, collate, load_examples, plan_epoch
+from cascade_cli.engines.local.train import heldout
+from cascade_cli.engines.local.train.rl_data import render_row
+from cascade_cli.engines.local.train.rl_rewards import VerifierReward
+from cascade_cli.engines.local.train.sft import load_eval_rows, run_sft, step_loss
+from cascade_cli.engines.local.train.sft_data import BatchStream, Cursor, collate, load_examples, plan_epoch
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.manifest import read_manifest, read_metrics
 from cascade_cli.models import loader, tiny
 
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from cascade_cli.checkpoint import read_manifest
 from cascade_cli.data.tiny_tasks import generate
-from cascade_cli.engines.local.checkpoint import KILL_HOOK
+from cascade_cli.engines.local.train.trainer_state import KILL_HOOK
 from cascade_cli.jsonl import write_jsonl
+from cascade_cli.manifest import read_manifest
 from cascade_cli.models import tiny
 
 pytestmark = pytest.mark.timeout(900)

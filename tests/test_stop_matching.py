@@ -1,5 +1,5 @@
-"""Stop strings on the device (engines/local/stop_matching.py) against the text check, with the real SmolLM2
-and tiny tokenizers, and the text check catching what the matcher missed (engines/local/hf_decode.py)."""
+"""Stop strings on the device (engines/local/rollout/stop_matching.py) against the text check, with the real SmolLM2
+and tiny tokenizers, and the text check catching what the matcher missed (engines/local/rollout/hf_decode.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from cascade_cli.engines.local.hf_decode import _completions
-from cascade_cli.engines.local.stop_matching import StopMatcher, stop_prefix_length
+from cascade_cli.engines.local.rollout.hf_decode import _completions
+from cascade_cli.engines.local.rollout.stop_matching import StopMatcher, stop_prefix_length
 
 STOPS = ["Question:", "\n\n###", "</answer>"]
 PIECES = ["Question", " Question", "Quest", "ion", ":", " :", "Questions", "\n", "\n\n", "###", "#", "##", "</",

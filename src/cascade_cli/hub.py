@@ -10,9 +10,9 @@ from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
-from cascade_cli.checkpoint import MANIFEST_NAME, TRAINER_STATE_DIR, read_manifest, require_model_dir
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.evaluation.report import REPORT_PNG, load_stage_results, metric_label, shared_label
+from cascade_cli.manifest import MANIFEST_NAME, TRAINER_STATE_DIR, read_manifest, require_model_dir
 from cascade_cli.models import real
 from cascade_cli.models.specs import looks_like_hub_id
 from cascade_cli.models.tiny import embedded_target, is_embedded_spec

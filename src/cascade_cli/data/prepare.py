@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cascade_cli.checkpoint import write_manifest
 from cascade_cli.config.build import build_stage_config
 from cascade_cli.config.data import PrepareDataConfig
 from cascade_cli.config.structure import to_plain
@@ -41,6 +40,7 @@ from cascade_cli.data.sources import (
 from cascade_cli.data.tiny import tools as tiny_tools
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
 from cascade_cli.jsonl import write_jsonl
+from cascade_cli.manifest import write_manifest
 from cascade_cli.progress import Progress
 
 REMOVED_FILE = "removed.jsonl"

@@ -179,7 +179,7 @@ def resolve_model(init: str, cache_dir: str | Path | None = None) -> Path:
     if local.exists():
         if not (local / "config.json").is_file():
             if (local / "adapter_config.json").is_file():  # a LoRA adapter alone: say so, and what to do
-                from cascade_cli.checkpoint import require_model_dir
+                from cascade_cli.manifest import require_model_dir
 
                 require_model_dir(local, "model")
             raise CascadeUsageError(f"model {init}: not a model directory (expected config.json)")

@@ -19,7 +19,7 @@ from cascade_cli.config.structure import describe_error, parse_overrides, struct
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.recipe.lineage import check_references
 from cascade_cli.recipe.schema import RecipeConfig
-from cascade_cli.stages import STAGE_KINDS, StageKind
+from cascade_cli.stage_kinds import STAGE_KINDS, StageKind
 
 RECIPE_FIELDS = [f.name for f in dataclasses.fields(RecipeConfig)]
 

@@ -99,7 +99,7 @@ def plan_lines(recipe: Recipe, stages: list[Stage] | None = None) -> list[str]:
         stage, choices = lineage.resolve(recipe, stage, strict=False)  # `best:BENCHMARK`, when results exist
         if getattr(stage.config, "engine", "local") == "openrlhf":
             from cascade_cli.engines.openrlhf.runner import plan_commands
-            from cascade_cli.stages import openrlhf_builder
+            from cascade_cli.stage_kinds import openrlhf_builder
 
             # The OpenRLHF commands themselves; the `cascade` command that emits them is the comment.
             lines.append(f"# stage {stage.name} ({stage.kind.kind}, engine openrlhf): {shlex.join(stage_argv(stage))}")

@@ -17,11 +17,11 @@ from typing import Any
 
 from rich.table import Table
 
-from cascade_cli.checkpoint import MANIFEST_NAME, config_fingerprint, fingerprint_path, read_manifest
 from cascade_cli.config.diff import RUNTIME_KEYS, class_defaults, config_diff, flatten
 from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console, print_done, print_skip
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
+from cascade_cli.manifest import MANIFEST_NAME, config_fingerprint, fingerprint_path, read_manifest
 from cascade_cli.recipe import lineage
 from cascade_cli.recipe.loader import Recipe, Stage
 

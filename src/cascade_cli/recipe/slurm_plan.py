@@ -44,7 +44,7 @@ def slurm_scripts(recipe: Recipe, stages: list[Stage]) -> dict[str, str]:
     from cascade_cli.engines.openrlhf.jobs import stage_jobs
     from cascade_cli.engines.openrlhf.runner import EPOCH_FILTER_PLAN, conversion_command
     from cascade_cli.engines.openrlhf.slurm import job_script, plain_script, submit_script
-    from cascade_cli.stages import openrlhf_builder
+    from cascade_cli.stage_kinds import openrlhf_builder
 
     log_dir = (Path(recipe.recipe.run_dir) / "slurm_logs").resolve()
     openrlhf = [stage for stage in stages if getattr(stage.config, "engine", "local") == "openrlhf"]

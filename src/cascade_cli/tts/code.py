@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cascade_cli.chat import render_prompt
-from cascade_cli.engines.local.generation import Completion
+from cascade_cli.engines.local.rollout.generation import Completion
 from cascade_cli.records import rollout_record, row_prompt
 from cascade_cli.tts.problems import Submission, hidden_label, public_label, round_prompt
 from cascade_cli.tts.select import Candidate, normalise_code, select_submission

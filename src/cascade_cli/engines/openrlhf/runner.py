@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from cascade_cli.chat import CHAT_TEMPLATE
-from cascade_cli.checkpoint import read_manifest, write_manifest
 from cascade_cli.config.common import StageConfig
 from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console, labelled, print_skip, print_warning
@@ -38,6 +37,7 @@ from cascade_cli.engines.openrlhf.jobs import (
 )
 from cascade_cli.engines.openrlhf.preflight import preflight
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
+from cascade_cli.manifest import read_manifest, write_manifest
 from cascade_cli.models.tiny import is_embedded_spec, resolve_model
 from cascade_cli.serve.auth import expand_token_ref, with_token_env
 
@@ -189,7 +189,7 @@ def run_openrlhf_stage(
     config: StageConfig, builder: JobBuilder, entrypoint_override: EntrypointOverride | None = None
 ) -> dict[str, Any]:
     """Validate, then (unless dry_run) convert the data and run the stage's jobs in order. `builder` is the
-    kind's job builder from the stage table (`cascade_cli.stages`).
+    kind's job builder from the stage table (`cascade_cli.stage_kinds`).
 
     `entrypoint_override` replaces what each job runs on the cluster (the submission, log streaming and
     manifest stay real); tests use it to let a CPU stand-in play the trainer.

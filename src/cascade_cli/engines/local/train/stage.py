@@ -14,7 +14,7 @@ A trainer reads, top to bottom:
 2. init     the init checkpoint resolved once (models/loader.resolve: embedded specs, folders, hub ids);
 3. inputs   fingerprints of every input: the init checkpoint and any other model (their stage manifest, so
             a stage trained again since refuses a resume) and every data file the stage reads;
-4. resume   engines/local/checkpoint.start: completed with the same config and inputs -> its metrics;
+4. resume   engines/local/train/trainer_state.start: completed with the same config and inputs -> its metrics;
             unfinished -> resume from trainer_state/; anything changed -> exit 2 naming it, unless --restart;
 5. compute  torch's threads, the device (models/loader.pick_device), the seed;
 6. loading  models/loader: the tokenizer with a pad token and the chat template, the model on the device;
@@ -33,13 +33,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cascade_cli.checkpoint import MetricsLog, write_manifest
 from cascade_cli.config.diff import class_defaults
 from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console
-from cascade_cli.engines.local import checkpoint
-from cascade_cli.engines.local.compute import configure_threads
+from cascade_cli.engines.local.ops.compute import configure_threads
+from cascade_cli.engines.local.train import trainer_state as checkpoint
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.manifest import MetricsLog, write_manifest
 from cascade_cli.models import loader
 from cascade_cli.template_choice import RECORD_KEY, TemplateUse, choose_template
 
@@ -213,7 +213,7 @@ class Stage:
 def prepare_for_training(model: Any, config: Any, tokens: int, keep: tuple[str, ...] = ()) -> Any:
     """`config.gradient_checkpointing` (for micro-batches of `tokens` positions) and `config.lora` (`keep`:
     modules that train fully under LoRA) applied to `model`, in place; returns it."""
-    from cascade_cli.engines.local import grad_checkpointing, lora
+    from cascade_cli.engines.local.ops import grad_checkpointing, lora
 
     device = next(model.parameters()).device.type
     grad_checkpointing.enable(model, config.gradient_checkpointing, tokens, device)

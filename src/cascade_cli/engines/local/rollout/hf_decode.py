@@ -17,19 +17,19 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from cascade_cli.engines.local.completion import Completion, Sampling, _stop_token_ids
-from cascade_cli.engines.local.fast_attention import (
+from cascade_cli.engines.local.ops.fast_attention import (
     PreallocatedKVCache,
     SharedPrompt,
     cached_forward,
     left_pad,
 )
-from cascade_cli.engines.local.stop_matching import StopMatcher, stop_prefix_length
-from cascade_cli.engines.local.token_sampling import Scratch, TokenSampler
+from cascade_cli.engines.local.rollout.completion import Completion, Sampling, _stop_token_ids
+from cascade_cli.engines.local.rollout.stop_matching import StopMatcher, stop_prefix_length
+from cascade_cli.engines.local.rollout.token_sampling import Scratch, TokenSampler
 from cascade_cli.models.attention import GQA_SDPA
 
 if TYPE_CHECKING:
-    from cascade_cli.engines.local.generation import Generator
+    from cascade_cli.engines.local.rollout.generation import Generator
 
 # Model types whose CausalLM head is `lm_head(hidden)` and nothing after it (no soft-capping or scaling).
 PLAIN_HEAD_MODELS = frozenset({"llama", "mistral", "qwen2", "qwen3"})

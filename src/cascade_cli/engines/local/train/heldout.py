@@ -7,7 +7,7 @@ prepare-data folder, which gives its `heldout.jsonl` (the split `--holdout N` wr
 The path (SFT before and after, GRPO/RLHF before and after): every prompt rendered in the stage's mode,
 answered greedily by the stage's generator, scored by a reward hook (the verifier for RLVR and SFT's math
 prompts, the reward model for RLHF) -> accuracy (pass rate), mean reward, n. The reward model's own
-held-out metric is pairwise (engines/local/reward_model.py).
+held-out metric is pairwise (engines/local/train/reward_model.py).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cascade_cli.engines.local.rl_data import prompt_mode, render_row
-from cascade_cli.engines.local.rl_rewards import RewardHook
+from cascade_cli.engines.local.train.rl_data import prompt_mode, render_row
+from cascade_cli.engines.local.train.rl_rewards import RewardHook
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.records import DATA_FILE, HELDOUT_FILE, resolve_rows_path, rollout_record
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cascade_cli.chat import render_prompt
-from cascade_cli.engines.local.rl_rewards import RewardHook, VerifierReward
+from cascade_cli.engines.local.train.rl_rewards import RewardHook, VerifierReward
 from cascade_cli.verifiers import Score
 from cascade_cli.verifiers import reward_model as rm
 

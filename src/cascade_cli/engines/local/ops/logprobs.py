@@ -17,8 +17,8 @@ from typing import Any
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from cascade_cli.engines.local import grad_checkpointing
-from cascade_cli.engines.local.fast_attention import cached_forward, left_pad
+from cascade_cli.engines.local.ops import grad_checkpointing
+from cascade_cli.engines.local.ops.fast_attention import cached_forward, left_pad
 
 DEFAULT_CHUNK_TOKENS = 1024
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from cascade_cli.chat import render_prompt
 from cascade_cli.config.rlhf import RLHFConfig
-from cascade_cli.engines.local.grpo import load_checked_rows, run_grpo
-from cascade_cli.engines.local.rl_rewards import RewardHook
+from cascade_cli.engines.local.train.grpo import load_checked_rows, run_grpo
+from cascade_cli.engines.local.train.rl_rewards import RewardHook
 from cascade_cli.models.loader import resolve
 from cascade_cli.verifiers import Score
 from cascade_cli.verifiers import reward_model as rm

@@ -8,7 +8,7 @@
 
 Backends:
 - `hf`: a batched sampling loop over a transformers model with a KV cache (left padding, temperature /
-  top-p / top-k, stop tokens; engines/local/hf_decode.py, sampling in token_sampling.py), seeded by its own
+  top-p / top-k, stop tokens; engines/local/rollout/hf_decode.py, sampling in token_sampling.py), seeded by its own
   `torch.Generator`, so a run is reproducible and its RNG state can be checkpointed.
   `Generator.from_model(model, tokenizer)` shares the trainer's torch module: weight updates are then free.
 - `vllm`: vLLM's offline `LLM` in this process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`) so that weights can be
@@ -18,7 +18,7 @@ Backends:
   python, numpy); the generator keeps their state as its own (swapped in around each `generate`, starting from `seed`),
   which makes vLLM rollouts independent of the trainer's RNG use and their state checkpointable too.
 
-`auto` rule (engines/local/rollout_backend.py, backed by benchmarks/eval_generation.py): `hf` for models
+`auto` rule (engines/local/rollout/rollout_backend.py, backed by benchmarks/eval_generation.py): `hf` for models
 under AUTO_VLLM_MIN_PARAMS or without vLLM; on a GPU `vllm`; on a CPU `vllm` only when the tokens the stage
 will generate (`planned_tokens`) pay back the engine start, else `hf`.
 
@@ -40,18 +40,18 @@ from typing import Any
 import torch
 
 from cascade_cli.chat import IM_END
-from cascade_cli.engines.local import vllm_engine
-from cascade_cli.engines.local.checkpoint import rng_state as global_rng_state
-from cascade_cli.engines.local.checkpoint import set_rng_state as set_global_rng_state
-from cascade_cli.engines.local.completion import Completion, FinishReason, Sampling, _stop_token_ids  # noqa: F401  (the API)
-from cascade_cli.engines.local.lora import merged_state_dict
-from cascade_cli.engines.local.rollout_backend import (  # noqa: F401  (re-exported: the backend API)
+from cascade_cli.engines.local.ops.lora import merged_state_dict
+from cascade_cli.engines.local.rollout import vllm_engine
+from cascade_cli.engines.local.rollout.completion import Completion, FinishReason, Sampling, _stop_token_ids  # noqa: F401  (the API)
+from cascade_cli.engines.local.rollout.rollout_backend import (  # noqa: F401  (re-exported: the backend API)
     AUTO_VLLM_MIN_PARAMS,
     BACKENDS,
     count_parameters,
     resolve_backend,
     vllm_available,
 )
+from cascade_cli.engines.local.train.trainer_state import rng_state as global_rng_state
+from cascade_cli.engines.local.train.trainer_state import set_rng_state as set_global_rng_state
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.models.attention import use_gqa_sdpa
 from cascade_cli.models.loader import load_model, load_tokenizer, pick_device
@@ -239,8 +239,8 @@ class Generator:
     # ---- hf loop --------------------------------------------------------------------------------------
 
     def _generate_hf(self, prompts: list[str], spec: Sampling) -> list[Completion]:
-        """`n` samples of each prompt, flattened in prompt order (the loop: engines/local/hf_decode.py)."""
-        from cascade_cli.engines.local.hf_decode import generate_hf
+        """`n` samples of each prompt, flattened in prompt order (the loop: engines/local/rollout/hf_decode.py)."""
+        from cascade_cli.engines.local.rollout.hf_decode import generate_hf
 
         return generate_hf(self, prompts, spec)
 

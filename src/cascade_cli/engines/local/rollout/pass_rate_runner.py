@@ -11,7 +11,7 @@ from cascade_cli.data.pass_rate import PassRateFilterConfig, Sampler, run_pass_r
 def generator_sampler(config: Any) -> tuple[Sampler, Callable[[], None]]:
     """(sample(prompts, n) -> [[(text, finish_reason), ...], ...], close) for the config's checkpoint."""
     from cascade_cli.data.io import load_canonical
-    from cascade_cli.engines.local.generation import Generator
+    from cascade_cli.engines.local.rollout.generation import Generator
     from cascade_cli.models.tiny import is_embedded_spec, resolve_model
     from cascade_cli.records import resolve_rows_path
 

@@ -27,7 +27,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from cascade_cli.checkpoint import (
+from cascade_cli.config.diff import RUNTIME_KEYS, config_diff, describe_diff
+from cascade_cli.console import console
+from cascade_cli.errors import CascadeUsageError
+from cascade_cli.files import share, writing
+from cascade_cli.manifest import (
     MANIFEST_NAME,
     METRICS_NAME,
     TRAINER_STATE_DIR,
@@ -36,10 +40,6 @@ from cascade_cli.checkpoint import (
     read_manifest,
     write_manifest,
 )
-from cascade_cli.config.diff import RUNTIME_KEYS, config_diff, describe_diff
-from cascade_cli.console import console
-from cascade_cli.errors import CascadeUsageError
-from cascade_cli.files import share, writing
 
 __all__ = [
     "RUNTIME_KEYS",
@@ -326,7 +326,7 @@ def save_final(
     writes the manifest last (status completed): until then a rerun resumes from trainer_state/. A LoRA
     model is saved as `lora_save` says: merged (a plain HF checkpoint that vLLM and OpenRLHF read), adapter
     (PEFT's adapter files on `base` alone) or both (the merged model, the adapter files in OUT/adapter)."""
-    from cascade_cli.engines.local import lora
+    from cascade_cli.engines.local.ops import lora
     from cascade_cli.models.loader import quiet_transformers
 
     quiet_transformers()

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cascade_cli.console import print_warning
-from cascade_cli.engines.local.generation import Completion
-from cascade_cli.engines.local.losses import group_advantages, is_uniform, training_rewards
+from cascade_cli.engines.local.ops.losses import group_advantages, is_uniform, training_rewards
+from cascade_cli.engines.local.rollout.generation import Completion
 from cascade_cli.records import rollout_record
 from cascade_cli.verifiers import Score, verify_batch
 
@@ -65,7 +65,7 @@ class FuncReward(RewardHook):
         self.tokenizer = tokenizer
 
     def score(self, records: list[dict[str, Any]]) -> list[Score]:
-        from cascade_cli.engines.local.rl_data import render_row
+        from cascade_cli.engines.local.train.rl_data import render_row
         from cascade_cli.serve.user_reward import label_text
 
         prompts = [render_row(r, r["mode"], self.tokenizer) for r in records]

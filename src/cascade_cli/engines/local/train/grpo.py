@@ -28,16 +28,17 @@ from typing import Any
 import torch
 
 from cascade_cli.config.grpo import DOMAIN_MODES, GRPOConfig, PhaseConfig, RLVRConfig, resolve_phases
-from cascade_cli.engines.local import heldout, lora, optim, precision, rl_data, rl_records, rl_rewards
-from cascade_cli.engines.local.compute import autocast, bf16_supported
-from cascade_cli.engines.local.generation import Generator
-from cascade_cli.engines.local.grad_checkpointing import fitting_micro_batch
-from cascade_cli.engines.local.if_rm_bonus import with_rm_bonus
-from cascade_cli.engines.local.logprobs import response_hidden, token_logprobs
-from cascade_cli.engines.local.losses import grpo_loss
-from cascade_cli.engines.local.rl_data import KeepRate, PromptSampler, prompt_mode, render_row
-from cascade_cli.engines.local.rl_rewards import Group, RewardHook
-from cascade_cli.engines.local.stage import Stage
+from cascade_cli.engines.local.ops import lora, optim, precision
+from cascade_cli.engines.local.ops.compute import autocast, bf16_supported
+from cascade_cli.engines.local.ops.grad_checkpointing import fitting_micro_batch
+from cascade_cli.engines.local.ops.logprobs import response_hidden, token_logprobs
+from cascade_cli.engines.local.ops.losses import grpo_loss
+from cascade_cli.engines.local.rollout.generation import Generator
+from cascade_cli.engines.local.train import heldout, rl_data, rl_records, rl_rewards
+from cascade_cli.engines.local.train.if_rm_bonus import with_rm_bonus
+from cascade_cli.engines.local.train.rl_data import KeepRate, PromptSampler, prompt_mode, render_row
+from cascade_cli.engines.local.train.rl_rewards import Group, RewardHook
+from cascade_cli.engines.local.train.stage import Stage
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.progress import Progress
 from cascade_cli.records import load_rows, resolve_rows_path

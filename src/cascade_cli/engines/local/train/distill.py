@@ -30,10 +30,17 @@ import torch
 
 from cascade_cli.config.distill import DistillConfig
 from cascade_cli.config.grpo import DOMAIN_MODES
-from cascade_cli.engines.local import precision, rl_data, rl_rewards
-from cascade_cli.engines.local.grpo import Run, TrainSequence, load_checked_rows, run_grpo, sequence_logprobs
-from cascade_cli.engines.local.losses import mopd_loss
-from cascade_cli.engines.local.optim import linear_warmup
+from cascade_cli.engines.local.ops import precision
+from cascade_cli.engines.local.ops.losses import mopd_loss
+from cascade_cli.engines.local.ops.optim import linear_warmup
+from cascade_cli.engines.local.train import rl_data, rl_rewards
+from cascade_cli.engines.local.train.grpo import (
+    Run,
+    TrainSequence,
+    load_checked_rows,
+    run_grpo,
+    sequence_logprobs,
+)
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.models import loader
 from cascade_cli.models.attention import use_gqa_sdpa

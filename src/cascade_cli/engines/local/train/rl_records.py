@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from cascade_cli.config.grpo import PhaseConfig
-from cascade_cli.engines.local.rl_rewards import Group
+from cascade_cli.engines.local.train.rl_rewards import Group
 
 if TYPE_CHECKING:
-    from cascade_cli.engines.local.grpo import Run
+    from cascade_cli.engines.local.train.grpo import Run
 
 
 def step_metrics(
