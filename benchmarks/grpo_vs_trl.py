@@ -14,7 +14,7 @@ each is warm-up and is not counted. Prints the median seconds per step, cascade'
 This is one synthetic step, not a recipe's: one batch of 8 fixed prompts x 8, a toy reward, top-p 1 and no
 dynamic filtering. A recipe's step (recipes/smol-if.yaml) generates as many rounds as dynamic filtering needs
 to find 8 groups whose rewards differ (at a weak model's pass rate, 13-54 groups drawn), longer prompts with
-constraints attached, and scores them with the real verifier: `benchmarks/recipe_step.py` times that step.
+constraints attached, and scores them with the real verifier: `experiments/recipe_step.py` times that step.
 
     python benchmarks/grpo_vs_trl.py [--model smollm2-135m] [--steps 3] [--threads 2] [--max-new-tokens 64]
 """

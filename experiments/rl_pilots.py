@@ -8,7 +8,7 @@ reported benchmark, so choosing a setting here does not tune on the test set), t
 rate of the first and last steps, the groups dynamic filtering drew per group trained on, truncation, and
 seconds per step.
 
-    python benchmarks/rl_pilots.py --recipe recipes/smol-if.yaml --stage if_rl --steps 12 \\
+    python experiments/rl_pilots.py --recipe recipes/smol-if.yaml --stage if_rl --steps 12 \\
         --variant base "" --variant fraction "stages.if_rl.verifier_options.if.reward=fraction" \\
         --out ~/cascade-runs/pilots/if
 """

@@ -4,7 +4,7 @@
 # speed (this shared machine drifts ~3x within hours). Prints each side's wall seconds; the stage tables are in
 # /tmp/demo_timing_{old,new}.log.
 #
-#     benchmarks/demo_timing.sh [REV]      # REV: the previous release, default HEAD~1
+#     experiments/demo_timing.sh [REV]      # REV: the previous release, default HEAD~1
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rev=${1:-HEAD~1}

@@ -11,7 +11,7 @@ scores on the very prompts it is compared on, so its lead carries their noise (b
 was chosen by the recipe's own evaluations, on other problems, and carries no such bias. IF, math and code score accuracy; SWE the mean held-out
 reward (the paper's Eq. 2), its exact-patch accuracy alongside.
 
-    python benchmarks/tiny_mopd_gains.py [--seeds 0 1 2] [--parallel 3] [--out runs/mopd_gains] [--no-run] [override ...]
+    python experiments/tiny_mopd_gains.py [--seeds 0 1 2] [--parallel 3] [--out runs/mopd_gains] [--no-run] [override ...]
 
 `--no-run` scores the run directories already under --out. Scores are cached in RUN_DIR/heldout/STAGE/.
 """
@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))  # tiny_rl_gains
 from tiny_rl_gains import run_seeds  # noqa: E402
 
 DOMAINS = ("if", "math", "code", "swe")

@@ -6,7 +6,7 @@ model's files, so no two teachers can share memory-mapped weight pages). Prints 
 growth per teacher, and what the teachers should cost: their parameters x the bytes of the weight dtype
 (float32 on a CPU), once each, with no gradients and no optimizer state.
 
-    python benchmarks/distill_memory.py [--model smollm2-135m] [--teachers 3] [--threads 2]
+    python experiments/distill_memory.py [--model smollm2-135m] [--teachers 3] [--threads 2]
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ script times the recipe's rollout shape with top-p 1.0 and with `--top-p`, alter
 engine start, compilation and caches are shared and load drifts hit both sides), and prints tokens/s per
 side and the ratio.
 
-    PYTHONPATH=src python benchmarks/rollout_top_p.py [--model smollm2-135m] [--prompts 26] [--n 8]
+    PYTHONPATH=src python experiments/rollout_top_p.py [--model smollm2-135m] [--prompts 26] [--n 8]
         [--max-new-tokens 192] [--top-p 0.95] [--rounds 2]
 
 The prompts are IF-RL prompts of recipes/smol-if.yaml's source (shared/data/real), chat-templated.

@@ -13,7 +13,7 @@ checkpoint and seed, one after the other in child processes, alternating over `-
 rounds and groups generated per step, seconds generating per step, the stage's seconds, and the held-out score
 each side reached (accuracy; SWE: the mean reward, Eq. 2).
 
-    PYTHONPATH=src python benchmarks/dynamic_filter_rounds.py --init runs/tiny/rlhf --data runs/tiny/data_if \
+    PYTHONPATH=src python experiments/dynamic_filter_rounds.py --init runs/tiny/rlhf --data runs/tiny/data_if \
         [--compare oversample|epoch_filter] [--domain if|swe] [--steps 10] [--threads 2] [--rounds 1] [override ...]
 
 `--init` and `--data` are what `make demo` leaves in runs/tiny (the RLHF checkpoint is IF-RL's input, code RL's

@@ -8,8 +8,8 @@ and prints, per step: seconds in generation, verification, training and weight s
 groups drawn by dynamic filtering for the groups trained on, tokens generated per second; and the stage's
 set-up (model load, rollout engine start: the stage's wall time minus its steps).
 
-    python benchmarks/recipe_step.py --recipe recipes/smol-if.yaml --stage if_rl --steps 3
-    python benchmarks/recipe_step.py --recipe recipes/smol-code.yaml --stage code_rl --steps 3 [override ...]
+    python experiments/recipe_step.py --recipe recipes/smol-if.yaml --stage if_rl --steps 3
+    python experiments/recipe_step.py --recipe recipes/smol-code.yaml --stage code_rl --steps 3 [override ...]
 
 How this differs from benchmarks/grpo_vs_trl.py: that script times one synthetic GRPO step (a fixed batch of
 prompts x completions, no dynamic filtering, a toy reward) against TRL's on the same batch; this one times the
