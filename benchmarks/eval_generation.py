@@ -233,7 +233,7 @@ def main() -> None:
         return
 
     from cascade_cli.engines.local.rollout.generation import count_parameters, resolve_backend
-    from cascade_cli.models.tiny import resolve_model
+    from cascade_cli.models.resolve import resolve_model
 
     device = "cuda" if _cuda() else "cpu"
     print(

@@ -248,7 +248,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     began = time.perf_counter()
     versions()
-    from cascade_cli.models.tiny import resolve_model
+    from cascade_cli.models.resolve import resolve_model
 
     converted = time.perf_counter()
     model_dir = resolve_model(args.model)

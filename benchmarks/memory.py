@@ -40,7 +40,7 @@ def _worker():
 
 def resolve(model: str) -> str:
     """A local HF model directory for `model` (a cascade model spec, a directory, or the fallback path)."""
-    from cascade_cli.models.tiny import resolve_model
+    from cascade_cli.models.resolve import resolve_model
 
     try:
         path = resolve_model(model)

@@ -38,7 +38,7 @@ def main() -> None:
     from cascade_cli.engines.local.ops.logprobs import response_hidden, token_logprobs
     from cascade_cli.engines.local.rollout.generation import Generator
     from cascade_cli.models.loader import quiet_transformers
-    from cascade_cli.models.tiny import resolve_model
+    from cascade_cli.models.resolve import resolve_model
 
     torch.set_num_threads(args.threads)
     quiet_transformers()

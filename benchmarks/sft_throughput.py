@@ -270,7 +270,7 @@ def main() -> None:
     from cascade_cli.engines.local.ops.compute import configure_threads
     from cascade_cli.jsonl import write_jsonl
     from cascade_cli.models.loader import quiet_transformers
-    from cascade_cli.models.tiny import resolve_model
+    from cascade_cli.models.resolve import resolve_model
 
     args.threads = configure_threads(args.threads or None)
     quiet_transformers()

@@ -39,7 +39,7 @@ def worker(
     from cascade_cli.chat import render_prompt
     from cascade_cli.data.tiny_tasks import generate
     from cascade_cli.engines.local.rollout.generation import Generator
-    from cascade_cli.models.tiny import resolve_model
+    from cascade_cli.models.resolve import resolve_model
     from cascade_cli.records import row_prompt
 
     torch.set_num_threads(threads)

@@ -187,7 +187,7 @@ def main() -> None:
 
     import torch
 
-    from cascade_cli.models.tiny import resolve_model
+    from cascade_cli.models.resolve import resolve_model
 
     torch.set_num_threads(args.threads)
     args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")

@@ -59,7 +59,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
 
-    from cascade_cli.models.tiny import resolve_model
+    from cascade_cli.models.resolve import resolve_model
 
     model = resolve_model(args.model)
     params = json.loads((model / "config.json").read_text())

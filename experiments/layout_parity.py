@@ -1,5 +1,6 @@
-"""Compare two runs of experiments/layout_parity.yaml: every metrics.jsonl, evaluation and held-out file byte
-for byte once the timing keys are left out; exit 1 naming the first difference."""
+"""Compare two runs of experiments/layout_parity.yaml: every metrics, manifest, data, rollout, evaluation and
+held-out file byte for byte once the timing keys (and the fingerprints, which hash paths and times) are left
+out and the run folder is named RUN; exit 1 naming the first difference."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import json
 import sys
 from pathlib import Path
 
-TIMING = ("_s", "_per_s", "seconds", "elapsed", "wall", "timings", "time", "started", "finished", "date")
-FILES = ("metrics.jsonl", "heldout_rows.jsonl", "cascade_stage.json", "run.json")
+TIMING = ("_s", "_per_s", "seconds", "elapsed", "wall", "timings", "time", "started", "finished", "date", "written_at", "evaluated_at",
+          "fingerprint")  # a manifest fingerprint hashes paths and times; the files themselves are compared
+FILES = ("metrics.jsonl", "heldout_rows.jsonl", "rollouts.jsonl", "cascade_stage.json", "run.json", "data.jsonl",
+         "heldout.jsonl", "dropped.jsonl", "pass_rate.json", "data_card.json")
 
 
 def timing(key: str) -> bool:
@@ -38,7 +41,9 @@ def compared(root: Path) -> dict[str, Path]:
     files = {}
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root)
-        if path.is_file() and (path.name in FILES or "eval" in rel.parts[0] or rel.parts[0] == "evals"):
+        if "tensorboard" in rel.parts:  # event files name the host, the process and the time
+            continue
+        if path.is_file() and (path.name in FILES or rel.parts[0] == "eval"):
             files[str(rel)] = path
     return files
 

@@ -37,7 +37,7 @@ def main() -> None:
     from cascade_cli.engines.local.ops.compute import configure_threads
     from cascade_cli.engines.local.rollout import vllm_engine
     from cascade_cli.evaluation.benchmarks import shared_file
-    from cascade_cli.models.tiny import resolve_model
+    from cascade_cli.models.resolve import resolve_model
 
     threads = configure_threads()
     model_dir = resolve_model(args.model)

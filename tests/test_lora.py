@@ -20,8 +20,9 @@ from cascade_cli.engines.local.train import trainer_state as checkpoint
 from cascade_cli.engines.local.train.reward_model import bradley_terry_loss
 from cascade_cli.engines.local.train.stage import prepare_for_training
 from cascade_cli.manifest import read_manifest
-from cascade_cli.models import loader, tiny
+from cascade_cli.models import loader
 from cascade_cli.models.loader import SCORE_HEAD
+from cascade_cli.models.resolve import resolve_model
 from cascade_cli.verifiers.reward_model import load_reward_model, rewards_of
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -34,7 +35,7 @@ ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_mo
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory) -> Path:
-    return tiny.resolve_model("tiny", tmp_path_factory.mktemp("lora") / "models")
+    return resolve_model("tiny", tmp_path_factory.mktemp("lora") / "models")
 
 
 def lora_model(init, r: int = 8):
@@ -179,7 +180,7 @@ def test_cli_sft_rm_rlhf_rlvr_distill_train_with_lora_and_write_plain_checkpoint
     from cascade_cli.data.tiny_tasks import generate
     from cascade_cli.jsonl import write_jsonl
 
-    model = tiny.resolve_model("tiny", tmp_path / "models")
+    model = resolve_model("tiny", tmp_path / "models")
     write_jsonl(tmp_path / "sft.jsonl", generate("sft", 16, seed=0))
     write_jsonl(tmp_path / "pref.jsonl", generate("pref", 16, seed=0))
     write_jsonl(tmp_path / "rl.jsonl", toy_rows(16, seed=0))

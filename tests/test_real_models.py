@@ -13,7 +13,8 @@ import pytest
 from cascade_cli import chat
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.models import real
-from cascade_cli.models.tiny import is_embedded_spec, resolve_model
+from cascade_cli.models.resolve import resolve_model
+from cascade_cli.models.tiny import is_embedded_spec
 
 
 def test_smollm2_is_a_plain_hf_checkpoint_with_its_own_template(smollm2_dir: Path):

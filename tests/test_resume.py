@@ -23,7 +23,7 @@ from cascade_cli.data.tiny_tasks import generate
 from cascade_cli.engines.local.train.trainer_state import KILL_HOOK
 from cascade_cli.jsonl import write_jsonl
 from cascade_cli.manifest import read_manifest
-from cascade_cli.models import tiny
+from cascade_cli.models.resolve import resolve_model
 
 # 6:done: after the last step's state, which only a stage trained with keep_trainer_state saves.
 KILL_POINTS = ["2:done", "4", "4:swap", "6:done"]
@@ -33,7 +33,7 @@ TIMING_KEYS = {"tokens_per_s"}
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("resume")
-    model = tiny.resolve_model("tiny", root / "models")
+    model = resolve_model("tiny", root / "models")
     write_jsonl(root / "sft.jsonl", generate("sft", 24, seed=0))
     write_jsonl(root / "pref.jsonl", generate("pref", 32, seed=0))
     return root, model

@@ -124,6 +124,7 @@ class RecordingHook(RewardModelReward):
 
 def test_half_half_split_in_a_real_grpo_step(tmp_path, rm_dir):
     from cascade_cli.engines.local.train.grpo import run_grpo
+    from cascade_cli.engines.local.train.stage import Stage
 
     write_jsonl(tmp_path / "prompts.jsonl", PROMPTS)
     config = structure(
@@ -134,7 +135,7 @@ def test_half_half_split_in_a_real_grpo_step(tmp_path, rm_dir):
     )
     hook = RecordingHook(rm_dir, device="cpu")
     hook.seen = []
-    run_grpo(config, hook, domain="general", mode=config.mode, rows=PROMPTS)
+    run_grpo(Stage.open(config), hook, domain="general", mode=config.mode, rows=PROMPTS)
     modes = [r["mode"] for r in hook.seen]
     assert len(modes) == 8 and modes.count("think") == modes.count("no_think") == 4
 

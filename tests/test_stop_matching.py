@@ -33,7 +33,7 @@ def test_the_matcher_finds_the_first_stop_string_where_the_text_does(which, requ
     if which == "smollm2":
         tokenizer = AutoTokenizer.from_pretrained(request.getfixturevalue("smollm2_dir"))
     else:
-        from cascade_cli.models.tiny import resolve_model
+        from cascade_cli.models.resolve import resolve_model
 
         tokenizer = AutoTokenizer.from_pretrained(resolve_model("tiny"))
     rng = random.Random(0)

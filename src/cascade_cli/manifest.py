@@ -1,8 +1,18 @@
-"""The checkpoint directory contract.
+"""The stage manifest and its resume rule: what every stage writes into its OUT, and when OUT already holds it.
 
-Every training command writes: HF `save_pretrained` weights + tokenizer, `cascade_stage.json` (stage name,
-kind, resolved config, input checkpoint, data fingerprints, metrics, status, timings), `trainer_state/` for
-resume, and `metrics.jsonl`.
+Every stage writes `cascade_stage.json` (stage name, kind, resolved config and its fingerprint, the init as the
+config names it, input fingerprints, metrics, status, timings) through `StageManifest`: the local trainers
+(engines/local/train/stage.py), the OpenRLHF runner, prepare-data and the pass-rate filter. A training stage
+also writes HF `save_pretrained` weights + tokenizer, `metrics.jsonl` (MetricsLog) and, while it runs,
+`trainer_state/` (engines/local/train/trainer_state.py). docs/architecture.md has the whole contract.
+
+    record = StageManifest(out, config, init=config.init, inputs=input_fingerprints(...))
+    done = record.completed(defaults=class_defaults(config))   # the rule: completed -> its metrics; changed -> exit 2
+    record.write("running"); ...; record.write("completed", metrics, timings={...})
+
+The rule (`check`): OUT's manifest of another kind, or of this kind with another config or inputs (a changed
+data file, a model input trained again since), refuses with the keys that differ unless `restart`; the same
+config and inputs with status completed is a stage already done.
 """
 
 from __future__ import annotations
@@ -15,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from cascade_cli import __version__
+from cascade_cli.config.diff import config_diff, describe_diff
+from cascade_cli.config.structure import to_plain
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.files import naming, write_text
 
@@ -46,6 +58,141 @@ def fingerprint_path(path: str | Path) -> str:
 def config_fingerprint(config: dict[str, Any]) -> str:
     blob = json.dumps(config, sort_keys=True, default=str).encode()
     return "sha256:" + hashlib.sha256(blob).hexdigest()
+
+
+# Config keys that name model checkpoints (fingerprinted by their own manifest); teachers: a dict by domain.
+MODEL_INPUTS = ("init", "reward_model", "teachers")
+
+
+def input_fingerprints(
+    init: str | None = None, *, models: dict[str, str | None] | None = None, **paths: str | Path | None
+) -> dict[str, str]:
+    """sha256 of each existing data path, plus each model input's manifest when it is a stage output (`init`,
+    and `models` by key, e.g. the reward model): cheap even for a large model, and it changes whenever that
+    stage trains again, so a resume never mixes state trained from one model with another."""
+    prints = {name: fingerprint_path(path) for name, path in paths.items() if path and Path(path).exists()}
+    for name, model in {"init": init, **(models or {})}.items():
+        if model and (Path(model) / MANIFEST_NAME).is_file():
+            prints[name] = fingerprint_path(Path(model) / MANIFEST_NAME)
+    return prints
+
+
+def model_inputs(config: Any) -> dict[str, str | None]:
+    """The config's model inputs by key (MODEL_INPUTS; several by name, as distill's teachers: KEY.NAME)."""
+    models: dict[str, str | None] = {}
+    for key in MODEL_INPUTS:
+        value = getattr(config, key, None)
+        if hasattr(value, "items"):
+            models.update({f"{key}.{name}": str(spec) for name, spec in value.items()})
+        else:
+            models[key] = value
+    return models
+
+
+class StageComplete(Exception):
+    """OUT already holds this stage, completed with the same config: nothing to train."""
+
+    def __init__(self, message: str, manifest: dict[str, Any]):
+        super().__init__(message)
+        self.message = message
+        self.manifest = manifest
+        self.metrics: dict[str, Any] = manifest.get("metrics") or {}
+
+
+def _input_changed(name: str) -> str:
+    if name.split(".")[0] in MODEL_INPUTS:  # teachers.math: distill's teacher of math
+        return f"{name} (that checkpoint was trained again since)"
+    return f"{name} (its contents changed)"
+
+
+def changed(
+    out: Path,
+    saved_config: dict[str, Any],
+    saved_prints: dict[str, Any],
+    config: dict[str, Any],
+    fingerprints: dict[str, str],
+    defaults: dict[str, Any] | None = None,
+) -> CascadeUsageError | None:
+    """The error naming what differs between a saved config and inputs and these, or None."""
+    keys = config_diff(saved_config, config, defaults=defaults)
+    inputs = [name for name, value in fingerprints.items() if saved_prints.get(name, value) != value]
+    changes = []
+    if keys:
+        changes.append(f"a different config: {describe_diff(saved_config, config, keys)}")
+    if inputs:
+        changes.append(f"other inputs: {', '.join(map(_input_changed, inputs))}")
+    if not changes:
+        return None
+    return CascadeUsageError(
+        f"{out} was trained with {' and '.join(changes)}; pass --restart (restart=true) to start over"
+    )
+
+
+def check(
+    out: str | Path,
+    config: dict[str, Any],
+    *,
+    kind: str,
+    fingerprints: dict[str, str] | None = None,
+    defaults: dict[str, Any] | None = None,
+) -> None:
+    """The rule on OUT's manifest: another kind, config or inputs -> CascadeUsageError naming them; the same,
+    completed -> StageComplete; else (none yet, or unfinished with the same config) nothing. `defaults`: the
+    config class's defaults, so a key added to cascade since the manifest was written, at its default, is no
+    change."""
+    out = Path(out)
+    manifest = read_manifest(out)
+    if manifest is None:
+        return
+    if manifest.get("kind") not in (None, kind):
+        raise CascadeUsageError(
+            f"{out} holds a {manifest.get('kind')} stage, not {kind}; pass --restart (restart=true) "
+            "to train over it, or choose another --out"
+        )
+    error = changed(
+        out, manifest.get("config") or {}, manifest.get("data_fingerprints") or {}, config, fingerprints or {},
+        defaults,
+    )
+    if error is not None:
+        raise error
+    if manifest.get("status") == "completed":
+        raise StageComplete(
+            f"{out}: stage {manifest.get('stage') or kind} is already complete with this config; nothing "
+            "to train (pass --restart to train it again)",
+            manifest,
+        )
+
+
+class StageManifest:
+    """One stage's manifest: its name, kind, config and inputs fixed when the stage opens, written at every
+    status change (running, stopped, interrupted, failed, completed) with the metrics and timings so far."""
+
+    def __init__(
+        self, out: str | Path, config: Any, *, init: str | None, inputs: dict[str, str] | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:  # fmt: skip
+        self.out, self.kind = Path(out), config.kind
+        self.stage = config.name or config.kind
+        self.config = to_plain(config)
+        self.init, self.inputs, self.extra = init, dict(inputs or {}), dict(extra or {})
+
+    def check(self, defaults: dict[str, Any] | None = None) -> None:
+        """The resume rule (`check`) on OUT for this stage's config and inputs."""
+        check(self.out, self.config, kind=self.kind, fingerprints=self.inputs, defaults=defaults)
+
+    def previous(self) -> dict[str, Any]:
+        """What an earlier run of this stage left in OUT's manifest ({} when none)."""
+        return read_manifest(self.out) or {}
+
+    def write(
+        self, status: str, metrics: dict[str, Any] | None = None, timings: dict[str, float] | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> Path:  # fmt: skip
+        return write_manifest(
+            self.out, stage=self.stage, kind=self.kind, config=self.config, init=self.init,
+            data_fingerprints=self.inputs, metrics=metrics, status=status, timings=timings,
+            extra={**self.extra, **(extra or {})} or None,
+        )
 
 
 def write_manifest(

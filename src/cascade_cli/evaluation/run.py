@@ -102,7 +102,8 @@ def evaluate_checkpoint(
     for gsm8k/mbpp; the values used are in each benchmark's summary). Writes `results.json` and `samples.jsonl` under `out_dir` when given.
     """
     settings = settings or EvalSettings()
-    from cascade_cli.models.tiny import is_embedded_spec, resolve_model
+    from cascade_cli.models.resolve import resolve_model
+    from cascade_cli.models.tiny import is_embedded_spec
 
     if is_embedded_spec(str(model_dir)):
         model_dir = resolve_model(str(model_dir))  # `tiny`, `smollm2-135m`, `gguf:PATH`: built offline

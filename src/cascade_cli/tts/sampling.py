@@ -23,7 +23,8 @@ class SamplingSettings:
 
 def open_generator(model: str, settings: SamplingSettings) -> Generator:
     from cascade_cli.manifest import require_model_dir
-    from cascade_cli.models.tiny import is_embedded_spec, resolve_model
+    from cascade_cli.models.resolve import resolve_model
+    from cascade_cli.models.tiny import is_embedded_spec
 
     # `tiny`, `smollm2-135m`, `gguf:PATH`: built offline; anything else is a local checkpoint
     model_dir = resolve_model(model) if is_embedded_spec(model) else require_model_dir(model, "--model")

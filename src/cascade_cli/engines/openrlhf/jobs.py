@@ -50,7 +50,8 @@ from cascade_cli.engines.openrlhf.logger_args import logger_args
 from cascade_cli.engines.openrlhf.validate import validate_args
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.models.real import cache_target, is_real_spec
-from cascade_cli.models.tiny import default_cache_dir, is_tiny_spec, tiny_seed
+from cascade_cli.models.resolve import default_cache_dir
+from cascade_cli.models.tiny import is_tiny_spec, tiny_seed
 from cascade_cli.serve.auth import TOKEN_ENV, TOKEN_REF, url_with_token_ref
 
 DATA_DIR = "openrlhf_data"

@@ -41,8 +41,11 @@ import torch
 
 from cascade_cli.chat import IM_END
 from cascade_cli.engines.local.ops.lora import merged_state_dict
+from cascade_cli.engines.local.ops.rng import rng_state as global_rng_state
+from cascade_cli.engines.local.ops.rng import set_rng_state as set_global_rng_state
 from cascade_cli.engines.local.rollout import vllm_engine
 from cascade_cli.engines.local.rollout.completion import Completion, FinishReason, Sampling, _stop_token_ids  # noqa: F401  (the API)
+from cascade_cli.engines.local.rollout.hf_decode import generate_hf
 from cascade_cli.engines.local.rollout.rollout_backend import (  # noqa: F401  (re-exported: the backend API)
     AUTO_VLLM_MIN_PARAMS,
     BACKENDS,
@@ -50,8 +53,6 @@ from cascade_cli.engines.local.rollout.rollout_backend import (  # noqa: F401  (
     resolve_backend,
     vllm_available,
 )
-from cascade_cli.engines.local.train.trainer_state import rng_state as global_rng_state
-from cascade_cli.engines.local.train.trainer_state import set_rng_state as set_global_rng_state
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.models.attention import use_gqa_sdpa
 from cascade_cli.models.loader import load_model, load_tokenizer, pick_device
@@ -240,8 +241,6 @@ class Generator:
 
     def _generate_hf(self, prompts: list[str], spec: Sampling) -> list[Completion]:
         """`n` samples of each prompt, flattened in prompt order (the loop: engines/local/rollout/hf_decode.py)."""
-        from cascade_cli.engines.local.rollout.hf_decode import generate_hf
-
         return generate_hf(self, prompts, spec)
 
     # ---- vLLM ----------------------------------------------------------------------------------------

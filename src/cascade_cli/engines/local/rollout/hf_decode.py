@@ -13,7 +13,7 @@ that fills it takes on CPU.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 
@@ -28,8 +28,17 @@ from cascade_cli.engines.local.rollout.stop_matching import StopMatcher, stop_pr
 from cascade_cli.engines.local.rollout.token_sampling import Scratch, TokenSampler
 from cascade_cli.models.attention import GQA_SDPA
 
-if TYPE_CHECKING:
-    from cascade_cli.engines.local.rollout.generation import Generator
+
+class Decoder(Protocol):
+    """What the loop reads of the hf backend (generation.Generator is one): the model and tokenizer, where
+    they run, the pad id, the sampling RNG and whether a prompt's cache is shared by its samples."""
+
+    model: Any
+    tokenizer: Any
+    device: str
+    pad_id: int
+    rng: torch.Generator
+    share_prompt: bool
 
 # Model types whose CausalLM head is `lm_head(hidden)` and nothing after it (no soft-capping or scaling).
 PLAIN_HEAD_MODELS = frozenset({"llama", "mistral", "qwen2", "qwen3"})
@@ -58,7 +67,7 @@ class DecodeHead:
 
 
 @torch.inference_mode()
-def generate_hf(gen: Generator, prompts: list[str], spec: Sampling) -> list[Completion]:
+def generate_hf(gen: Decoder, prompts: list[str], spec: Sampling) -> list[Completion]:
     """`spec.n` samples of each prompt, flattened in prompt order."""
     tokenizer, model, device = gen.tokenizer, gen.model, gen.device
     max_new_tokens, logprobs = spec.max_new_tokens, spec.logprobs
@@ -129,7 +138,7 @@ class Prefilled:
     width: int
 
 
-def prefill(gen: Generator, prompts: list[str], spec: Sampling) -> Prefilled:
+def prefill(gen: Decoder, prompts: list[str], spec: Sampling) -> Prefilled:
     """Prefill each prompt once and lay out `spec.n` rows for it (prompt order), with a cache sized for
     `spec.max_new_tokens` more."""
     tokenizer, model, device, n, max_new_tokens = gen.tokenizer, gen.model, gen.device, spec.n, spec.max_new_tokens

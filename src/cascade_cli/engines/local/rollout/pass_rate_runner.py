@@ -1,4 +1,5 @@
-"""A checkpoint as a prompt sampler: what `prepare-data filter` uses to estimate pass rates."""
+"""The `pass_rate_filter` stage on the local engine: a checkpoint as the prompt sampler that `prepare-data filter`
+uses to estimate pass rates (data/pass_rate.py bands the rows and writes the stage's manifest)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,10 @@ def generator_sampler(config: Any) -> tuple[Sampler, Callable[[], None]]:
     """(sample(prompts, n) -> [[(text, finish_reason), ...], ...], close) for the config's checkpoint."""
     from cascade_cli.data.io import load_canonical
     from cascade_cli.engines.local.rollout.generation import Generator
-    from cascade_cli.models.tiny import is_embedded_spec, resolve_model
+    from cascade_cli.models.resolve import resolve
     from cascade_cli.records import resolve_rows_path
 
-    init = str(config.init)
-    model = str(resolve_model(init)) if is_embedded_spec(init) else init
+    model = str(resolve(str(config.init), "init"))  # as a training stage resolves its init: once, here
     rows = len(load_canonical(resolve_rows_path(config.data))[: config.limit])
     # every sample at full length: what `auto` weighs against vLLM's engine start
     planned = rows * config.k * config.max_new_tokens

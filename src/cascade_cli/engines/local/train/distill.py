@@ -1,6 +1,8 @@
 """Multi-domain on-policy distillation on the local engine (Nemotron-Cascade 2 §4.4, MOPD): `cascade distill`.
 
-GRPO's step (grpo.train_step) with the reward replaced by teachers:
+GRPO's step (grpo_step.train_step) with the reward replaced by teachers, passed to it as an explicit objective
+(`mopd_objective`: the loss, rollout log-probs, the warm-up schedule, the domain-mix sampler and the teachers as
+frozen models):
   1. prompts    rows of every domain, each rendered in its own mode;
   2. rollouts   the student samples G responses (hf loop over itself, or vLLM with per-token log-probs);
   3. rewards    each rollout scored by its domain's verifier: metrics, and the group advantage that
@@ -30,20 +32,14 @@ import torch
 
 from cascade_cli.config.distill import DistillConfig
 from cascade_cli.config.grpo import DOMAIN_MODES
-from cascade_cli.engines.local.ops import precision
 from cascade_cli.engines.local.ops.losses import mopd_loss
 from cascade_cli.engines.local.ops.optim import linear_warmup
 from cascade_cli.engines.local.train import rl_data, rl_rewards
-from cascade_cli.engines.local.train.grpo import (
-    Run,
-    TrainSequence,
-    load_checked_rows,
-    run_grpo,
-    sequence_logprobs,
-)
+from cascade_cli.engines.local.train.grpo import load_checked_rows, run_grpo
+from cascade_cli.engines.local.train.grpo_step import Objective, Run, TrainSequence, sequence_logprobs
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.models import loader
-from cascade_cli.models.attention import use_gqa_sdpa
+from cascade_cli.models.resolve import resolve
 from cascade_cli.verifiers.batch import load_verifier
 
 LINEAGE_PREFIX = "best:"
@@ -76,11 +72,13 @@ def rollout_logprobs(micro: list[TrainSequence], logprobs: torch.Tensor) -> torc
 
 
 def mopd_step(
-    run: Run, micro: list[TrainSequence], normaliser: int, temperature: float, *, teachers: dict[str, Any],
-    reward_weight: float, gate: tuple[float, float],
+    run: Run, micro: list[TrainSequence], normaliser: int, temperature: float, *, reward_weight: float,
+    gate: tuple[float, float],
 ) -> dict[str, float]:
-    """GRPO's micro_step with MOPD's loss: student, teacher and rollout log-probs of the sampled tokens."""
+    """GRPO's micro_step with MOPD's loss: student, teacher (`run.frozen`, by domain) and rollout log-probs of
+    the sampled tokens."""
     del temperature  # every log-prob is at temperature 1 (the module docstring)
+    teachers = run.frozen
     logprobs, entropy, present = sequence_logprobs(run.policy, micro, 1.0, run)
     keep = torch.tensor([float(s.keep) for s in micro], device=run.device)
     mask = present.float() * keep[:, None]
@@ -117,7 +115,7 @@ def teacher_dirs(config: DistillConfig) -> dict[str, Path]:
                 f"teachers.{domain}: {spec} names a stage of a recipe run; `cascade recipe run` resolves it "
                 "from the run's evaluations (`cascade recipe plan` prints the path): give a checkpoint here"
             )
-        dirs[domain] = loader.resolve(str(spec), f"teachers.{domain}")
+        dirs[domain] = resolve(str(spec), f"teachers.{domain}")
     return dirs
 
 
@@ -133,15 +131,6 @@ def check_tokenizers(student: str | Path, dirs: dict[str, Path]) -> None:
             )
 
 
-def load_teachers(dirs: dict[str, Path], dtype: str, device: str) -> dict[str, Any]:
-    """Domain -> frozen teacher in eval mode (one model per distinct checkpoint), in GRPO's weight dtype."""
-    loaded: dict[Path, Any] = {}
-    for path in dict.fromkeys(dirs.values()):
-        weights = str(precision.weight_dtype(dtype, device)).removeprefix("torch.")
-        loaded[path] = loader.load_model(path, dtype=weights, device=device).eval().requires_grad_(False)
-    return {domain: loaded[path] for domain, path in dirs.items()}
-
-
 # ---------------------------------------------------------------------------------------------------------
 # Entry point
 # ---------------------------------------------------------------------------------------------------------
@@ -152,9 +141,34 @@ def with_domain_modes(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**row, "mode": row.get("mode") or DOMAIN_MODES.get(row["domain"], "think")} for row in rows]
 
 
+def mopd_objective(config: DistillConfig, teachers: dict[str, Path]) -> Objective:
+    """MOPD's differences from GRPO, as the objective the step runs: the loss over the teachers (each domain's
+    checkpoint, loaded frozen beside the student), rollout log-probs for the importance weight, the lr's linear
+    warm-up and, with `domain_weights`, the domain-mix sampler."""
+    return Objective(
+        loss_step=functools.partial(
+            mopd_step, reward_weight=config.reward_weight, gate=(config.importance_low, config.importance_high)
+        ),
+        rollout_logprobs=True,
+        lr_schedule=functools.partial(
+            linear_warmup, lr=config.lr, start_lr=config.warmup_start_lr, warmup_steps=config.warmup_steps
+        ),
+        sampler=(
+            functools.partial(domain_mix_sampler, weights=config.domain_weights, seed=config.seed)
+            if config.domain_weights
+            else None
+        ),
+        frozen=teachers,
+    )
+
+
+def domain_mix_sampler(rows: list[dict[str, Any]], *, weights: dict[str, float], seed: int) -> rl_data.DomainMixSampler:
+    return rl_data.DomainMixSampler([row["domain"] for row in rows], weights, seed)
+
+
 def run_distill(config: DistillConfig) -> dict[str, Any]:
     """`cascade distill`: the student (`init`) learns each domain from its teacher on its own samples, through
-    the one stage lifecycle (stage.py; the teachers are inputs like the init: retrained, they refuse a resume)."""
+    the stage lifecycle (stage.py; the teachers are inputs like the init: retrained, they refuse a resume)."""
     dirs = teacher_dirs(config)
     options = {domain: dict(config.verifier_options.get(domain) or {}) for domain in dirs}
     try:
@@ -163,27 +177,12 @@ def run_distill(config: DistillConfig) -> dict[str, Any]:
         raise CascadeUsageError(f"teachers: {error.args[0]}: no verifier for this domain") from None
     except (TypeError, ValueError) as error:
         raise CascadeUsageError(f"verifier_options: not accepted ({error})") from None
-    check_tokenizers(loader.resolve(config.init or "", "init"), dirs)
     stage, rows, eval_rows = load_checked_rows(config, verifiers)
     if stage.completed is not None:
         return stage.completed
-
-    def setup(run: Run) -> None:
-        teachers = load_teachers(dirs, config.dtype, run.device)
-        use_gqa_sdpa(run.policy)  # the teachers' attention kernel (load_model), whatever the rollout backend
-        run.loss_step = functools.partial(
-            mopd_step, teachers=teachers, reward_weight=config.reward_weight,
-            gate=(config.importance_low, config.importance_high),
-        )
-        run.rollout_logprobs = True
-        if config.domain_weights:
-            run.sampler = rl_data.DomainMixSampler([row["domain"] for row in run.rows], config.domain_weights, config.seed)
-        run.lr_schedule = functools.partial(
-            linear_warmup, lr=config.lr, start_lr=config.warmup_start_lr, warmup_steps=config.warmup_steps
-        )
-
+    check_tokenizers(stage.init, dirs)
     reward = rl_rewards.VerifierReward(None, workers=config.verify_workers, options=options)
     return run_grpo(
-        config, reward, domain=None, mode=config.mode or "row", rows=with_domain_modes(rows),
-        eval_rows=with_domain_modes(eval_rows) if eval_rows else None, stage=stage, setup=setup,
+        stage, reward, domain=None, mode=config.mode or "row", rows=with_domain_modes(rows),
+        eval_rows=with_domain_modes(eval_rows) if eval_rows else None, objective=mopd_objective(config, dirs),
     )

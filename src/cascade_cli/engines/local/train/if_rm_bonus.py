@@ -15,7 +15,6 @@ The reward model loads on the policy's device once the trainer has placed the po
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -76,13 +75,14 @@ def rendered(record: dict[str, Any]) -> str:
     return render_prompt(record["prompt"], record.get("mode") or "no_think")
 
 
-def with_rm_bonus(config: Any, verifier: VerifierReward) -> tuple[IfRewardModelBonus, Callable[[Any], None]]:
-    """An RLVR config's IF-RL hook with the bonus, and the run_grpo `setup` that loads its reward model on the
-    policy's device (`config.reward_model`: a checkpoint path or model spec)."""
-    from cascade_cli.models.loader import resolve
+def with_rm_bonus(config: Any, verifier: VerifierReward, device: str) -> IfRewardModelBonus:
+    """An RLVR config's IF-RL hook with the bonus, its reward model (`config.reward_model`: a checkpoint path or
+    model spec) loaded on `device`, the policy's."""
+    from cascade_cli.models.resolve import resolve
 
     bonus = IfRewardModelBonus(
         verifier, resolve(str(config.reward_model), "reward_model"), batch_size=config.rm_batch_size,
         max_len=config.rm_max_len,
     )  # fmt: skip
-    return bonus, lambda run: bonus.load(run.device)
+    bonus.load(device)
+    return bonus

@@ -198,7 +198,7 @@ def train_reward_model(
     heldout: list[Pair],
     on_step: Callable[[int, int, dict[str, float]], None] | None = None,
 ) -> tuple[Any, Any, dict[str, Any]]:
-    """Train from `stage.begin` (a fresh start for `Stage.bare`) and return (model, tokenizer, summary metrics).
+    """Train from `stage.begin` (a fresh start for a `Stage(config, init)` with no OUT) and return (model, tokenizer, summary metrics).
     With `config.out` set, trainer_state/ is saved every `save_every` steps and at the end."""
     config, begin = stage.config, stage.begin
     device = stage.setup()

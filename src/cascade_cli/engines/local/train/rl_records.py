@@ -1,4 +1,5 @@
-"""Each RL step's metrics.jsonl line (GRPO, RLHF and distill alike); the manifest and fingerprints: stage.py."""
+"""Each RL step's metrics.jsonl line (GRPO, RLHF and distill alike), its logged rollouts and the held-out rows
+file; the manifest and fingerprints: stage.py. Reads the step's groups and numbers, never the whole run."""
 
 from __future__ import annotations
 
@@ -6,32 +7,30 @@ import json
 import random
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from cascade_cli.config.grpo import PhaseConfig
 from cascade_cli.engines.local.train.rl_rewards import Group
 
-if TYPE_CHECKING:
-    from cascade_cli.engines.local.train.grpo import Run
-
 
 def step_metrics(
-    run: Run, phase_index: int, phase: PhaseConfig, sampled: list[Group], kept: list[Group], rounds: int,
-    update: dict[str, float], timer: dict[str, float], began: float,
+    phase_index: int, phase: PhaseConfig, sampled: list[Group], kept: list[Group], rounds: int,
+    update: dict[str, float], timer: dict[str, float], began: float, *, epoch: int, lr: float, dynamic_filter: bool,
 ) -> dict[str, Any]:
-    """The step's metrics.jsonl line. Rollout statistics cover every sampled group, filtered ones included."""
+    """The step's metrics.jsonl line. Rollout statistics cover every sampled group, filtered ones included;
+    `epoch`: the prompt sampler's, `lr`: the step's."""
     rewards = [r for g in sampled for r in g.rewards]
     lengths = [len(c.token_ids) for g in sampled for c in g.completions]
     truncated = [c.finish_reason == "length" for g in sampled for c in g.completions]
     passed = [s.passed for g in sampled for s in g.scores]
-    filtering = run.config.dynamic_filter
+    filtering = dynamic_filter
     reward_t = torch.tensor(rewards or [0.0], dtype=torch.float64)
     wall = time.perf_counter() - began
     return {
         "phase": phase_index,
-        "epoch": run.sampler.epoch,
+        "epoch": epoch,
         "reward_mean": float(reward_t.mean()),
         "reward_std": float(reward_t.std()) if len(rewards) > 1 else 0.0,
         "pass_rate": sum(passed) / max(len(passed), 1),
@@ -44,7 +43,7 @@ def step_metrics(
         "response_len_max": max(lengths, default=0),
         "truncation_ratio": sum(truncated) / max(len(truncated), 1),
         **update,  # verify_errors, entropy, grad_norm, loss_tokens[, kl]
-        "lr": run.optimizer.param_groups[0]["lr"],
+        "lr": lr,
         "temperature": phase.temperature,
         "max_response_len": phase.max_response_len,
         "tokens_per_s": sum(lengths) / wall,
@@ -57,16 +56,18 @@ def step_metrics(
     }
 
 
-def sampled_rollouts(run: Run, sampled: list[Group], step: int) -> list[dict[str, Any]]:
-    """`log_rollouts` of the step's responses, drawn without replacement (seeded by the seed and the step, on
+def sampled_rollouts(
+    sampled: list[Group], step: int, *, rows: list[dict[str, Any]], tokenizer: Any, seed: int, count: int
+) -> list[dict[str, Any]]:
+    """`count` (log_rollouts) of the step's responses, drawn without replacement (seeded by the seed and the step, on
     a generator of their own, so the training's random streams are untouched): the prompt as the model saw
     it, the answer, its training reward, the verifier's verdict (TRL's log_completions)."""
     everything = [(g, j) for g in sampled for j in range(len(g.completions))]
-    picked = random.Random(run.config.seed * 1_000_003 + step).sample(everything, min(run.config.log_rollouts, len(everything)))
+    picked = random.Random(seed * 1_000_003 + step).sample(everything, min(count, len(everything)))
     return [
         {
-            "id": str(run.rows[g.row_index].get("id", g.row_index)),
-            "prompt": run.tokenizer.decode(g.prompt_ids, skip_special_tokens=False),
+            "id": str(rows[g.row_index].get("id", g.row_index)),
+            "prompt": tokenizer.decode(g.prompt_ids, skip_special_tokens=False),
             "answer": g.completions[j].text,
             "reward": float(g.rewards[j]),
             "passed": bool(g.scores[j].passed),

@@ -18,7 +18,7 @@ from cascade_cli.chat import render_prompt
 from cascade_cli.config.rlhf import RLHFConfig
 from cascade_cli.engines.local.train.grpo import load_checked_rows, run_grpo
 from cascade_cli.engines.local.train.rl_rewards import RewardHook
-from cascade_cli.models.loader import resolve
+from cascade_cli.models.resolve import resolve
 from cascade_cli.verifiers import Score
 from cascade_cli.verifiers import reward_model as rm
 
@@ -84,4 +84,4 @@ def run_rlhf(config: RLHFConfig) -> dict[str, Any]:
         code_switch_margin=config.code_switch_margin,
         shaping=config.reward_shaping,
     )
-    return run_grpo(config, reward, domain="general", mode=config.mode or "half", rows=rows, eval_rows=eval_rows, stage=stage)
+    return run_grpo(stage, reward, domain="general", mode=config.mode or "half", rows=rows, eval_rows=eval_rows)

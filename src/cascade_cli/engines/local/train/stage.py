@@ -1,29 +1,34 @@
-"""The one lifecycle every local trainer runs through: SFT, the reward model, and GRPO (RLHF and RLVR).
+"""The lifecycle every local trainer runs through: SFT, the reward model, GRPO (RLHF and RLVR) and distill.
 
-A trainer reads, top to bottom:
+A trainer's entry point reads, top to bottom:
 
     stage = Stage.open(config, data=TRAIN_FILE, eval_data=HELDOUT_FILE)   # checks, init, inputs, resume
     if stage.completed is not None:
         return stage.completed                                 # same config and inputs: nothing to train
+                                                               # (checked here, once: nothing below checks it)
     device = stage.setup()                                     # threads, device, seed
     tokenizer, model = stage.load_tokenizer(), stage.load_model()
     ... its own loop from stage.begin.step; stage.save_state(...) every save_every steps
     stage.save_final(model, tokenizer); return stage.complete(metrics, ...)
 
 1. checks   what a run needs beyond its config class's own checks (config/checks.py): an init and an out;
-2. init     the init checkpoint resolved once (models/loader.resolve: embedded specs, folders, hub ids);
+2. init     the init checkpoint resolved once (models/resolve.py: embedded specs, folders, hub ids) into
+            `stage.init`, a folder every later step loads as is (models/loader.where);
 3. inputs   fingerprints of every input: the init checkpoint and any other model (their stage manifest, so
             a stage trained again since refuses a resume) and every data file the stage reads;
-4. resume   engines/local/train/trainer_state.start: completed with the same config and inputs -> its metrics;
-            unfinished -> resume from trainer_state/; anything changed -> exit 2 naming it, unless --restart;
+4. resume   manifest.check, then trainer_state.start: completed with the same config and inputs -> its
+            metrics; unfinished -> resume from trainer_state/; anything changed -> exit 2 naming it, unless
+            --restart;
 5. compute  torch's threads, the device (models/loader.pick_device), the seed;
 6. loading  models/loader: the tokenizer with a pad token and the chat template, the model on the device;
-7. state    trainer_state/ (save_state), metrics.jsonl (metrics_log) and the manifest: running, then stopped
+7. state    trainer_state/ (save_state), metrics.jsonl (metrics_log) and the manifest (manifest.StageManifest,
+            as every other kind of stage writes it): running, then stopped
             or completed, written last so a kill before it leaves a resumable run; a completed stage drops
             its trainer_state/ unless keep_trainer_state. The manifest's `timings.elapsed_s` is the stage's
             time over every segment of a resumed run (each save carries it forward; what a cut run did after
             its last save was redone, so it counts once).
-Held-out evaluation is heldout.py: one rule for which file a prepare-data folder gives, one greedy path.
+Held-out evaluation is heldout.py: the rule for which file a prepare-data folder gives, and the greedy path.
+Code that trains outside a stage folder (tests, benchmarks) builds a `Stage(config, init)` itself.
 """
 
 from __future__ import annotations
@@ -37,10 +42,11 @@ from cascade_cli.config.diff import class_defaults
 from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console
 from cascade_cli.engines.local.ops.compute import configure_threads
-from cascade_cli.engines.local.train import trainer_state as checkpoint
+from cascade_cli.engines.local.train import trainer_state
 from cascade_cli.errors import CascadeUsageError
-from cascade_cli.manifest import MetricsLog, write_manifest
+from cascade_cli.manifest import MetricsLog, StageComplete, StageManifest, input_fingerprints, model_inputs
 from cascade_cli.models import loader
+from cascade_cli.models.resolve import resolve
 from cascade_cli.template_choice import RECORD_KEY, TemplateUse, choose_template
 
 ELAPSED_KEY = "elapsed_s"  # in trainer_state's extra values and the manifest's timings
@@ -51,9 +57,9 @@ class Stage:
     """One local training stage: its config, resolved init, inputs and where it starts (see the module doc)."""
 
     config: Any
-    init: Path
+    init: Path  # resolved once (`open`): the folder the tokenizer and model load from
     inputs: dict[str, str] = field(default_factory=dict)
-    begin: checkpoint.Start = field(default_factory=checkpoint.Start)
+    begin: trainer_state.Start = field(default_factory=trainer_state.Start)
     completed: dict[str, Any] | None = None  # the metrics of a stage already complete with this config
     device: str = "cpu"
     threads: int = 0
@@ -68,29 +74,17 @@ class Stage:
             raise CascadeUsageError("init: missing (give --init MODEL: tiny, a checkpoint directory or a hub id)")
         if not config.out:
             raise CascadeUsageError("out: missing (give --out DIR)")
-        stage = cls.bare(config)
-        models: dict[str, str | None] = {}
-        for key in checkpoint.MODEL_INPUTS:
-            value = getattr(config, key, None)
-            if hasattr(value, "items"):  # several by name (distill's teachers): KEY.NAME
-                models.update({f"{key}.{name}": str(spec) for name, spec in value.items()})
-            else:
-                models[key] = value
-        stage.inputs = checkpoint.input_fingerprints(models=models, **files)
+        stage = cls(config, resolve(config.init, "init"))
+        stage.inputs = input_fingerprints(models=model_inputs(config), **files)
         try:
-            stage.begin = checkpoint.start(
+            stage.begin = trainer_state.start(
                 stage.out, stage.config_dict, kind=config.kind, restart=config.restart, resume=config.resume,
                 fingerprints=stage.inputs, defaults=class_defaults(config),
             )
-        except checkpoint.StageComplete as done:
+        except StageComplete as done:
             console.print(done.message, soft_wrap=True)
             stage.completed = done.metrics
         return stage
-
-    @classmethod
-    def bare(cls, config: Any) -> Stage:
-        """A stage that only resolves its init (step 2): for code that trains without an OUT (tests, benchmarks)."""
-        return cls(config, loader.resolve(config.init or "", "init"))
 
     @property
     def name(self) -> str:
@@ -145,7 +139,7 @@ class Stage:
     # ---- state, metrics, manifest -------------------------------------------------------------------------
 
     def load_state(self, model: Any, optimizer: Any, scheduler: Any = None) -> None:
-        checkpoint.load_state(self.begin, model, optimizer, scheduler)
+        trainer_state.load_state(self.begin, model, optimizer, scheduler)
 
     @property
     def elapsed_s(self) -> float:
@@ -154,7 +148,7 @@ class Stage:
         return earlier + time.perf_counter() - self.started
 
     def save_state(self, step: int, model: Any, optimizer: Any, scheduler: Any = None, extra: dict | None = None) -> None:
-        checkpoint.save_state(
+        trainer_state.save_state(
             self.out, step=step, config=self.config_dict, model=model, optimizer=optimizer, scheduler=scheduler,
             extra={**(extra or {}), ELAPSED_KEY: self.elapsed_s}, fingerprints=self.inputs,
         )
@@ -180,10 +174,8 @@ class Stage:
 
     def record(self, status: str, metrics: dict[str, Any] | None = None, **timings: float) -> None:
         """The stage manifest (cascade_stage.json) with this status."""
-        write_manifest(
-            self.out, stage=self.name, kind=self.config.kind, config=self.config_dict, init=self.config.init,
-            data_fingerprints=self.inputs, metrics=metrics or {}, status=status,
-            timings={**timings, ELAPSED_KEY: round(self.elapsed_s, 3)},
+        StageManifest(self.out, self.config, init=self.config.init, inputs=self.inputs).write(
+            status, metrics or {}, timings={**timings, ELAPSED_KEY: round(self.elapsed_s, 3)},
             extra={RECORD_KEY: self.template.record(self.first_prompt)} if self.template else None,
         )
 
@@ -191,7 +183,7 @@ class Stage:
         """The HF checkpoint (weights + tokenizer; under LoRA as `lora.save` says) in OUT; the manifest comes
         after, in `complete`."""
         lora_save = self.config.lora.save if hasattr(self.config, "lora") else "merged"
-        checkpoint.save_final(
+        trainer_state.save_final(
             self.out, model, tokenizer, lora_save=lora_save, base=str(self.init), safe_serialization=True
         )
 
@@ -206,7 +198,7 @@ class Stage:
         before the manifest leaves a run that resumes, one after it a stage that is done."""
         self.record("completed", metrics, **timings)
         if not self.config.keep_trainer_state:
-            checkpoint.drop_state(self.out)
+            trainer_state.drop_state(self.out)
         return metrics
 
 

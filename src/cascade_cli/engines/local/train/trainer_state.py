@@ -1,10 +1,10 @@
-"""One trainer state and one resume rule for every local trainer (SFT, reward model, GRPO/RLHF).
+"""The trainer state of the local trainers (SFT, reward model, GRPO/RLHF, distill) and where they start.
 
-A trainer calls, top to bottom:
-    begin = start(out, config, kind=..., restart=...)    # StageComplete / CascadeUsageError / where to start
+The lifecycle (stage.py) calls, top to bottom:
+    begin = start(out, config, kind=..., restart=...)    # manifest.check, then the trainer state: where to start
     load_state(begin, model, optimizer, scheduler)       # when begin.state_dir is set
     ... every save_every steps: save_state(out, step=..., config=..., model=..., optimizer=..., extra=...)
-    save_final(out, model, tokenizer); write_manifest(out, ..., status="completed")   # the manifest LAST
+    save_final(out, model, tokenizer); then the manifest, status completed   # the manifest LAST
     drop_state(out)                                      # unless keep_trainer_state: nothing resumes it now
 
 `trainer_state/` holds model.pt, optimizer.pt, scheduler.pt (if any), rng.pt (python, numpy, torch, cuda),
@@ -17,61 +17,33 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
 import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
-from cascade_cli.config.diff import RUNTIME_KEYS, config_diff, describe_diff
 from cascade_cli.console import console
-from cascade_cli.errors import CascadeUsageError
+from cascade_cli.engines.local.ops.rng import rng_state, set_rng_state
 from cascade_cli.files import share, writing
 from cascade_cli.manifest import (
     MANIFEST_NAME,
     METRICS_NAME,
     TRAINER_STATE_DIR,
+    changed,
+    check,
     config_fingerprint,
-    fingerprint_path,
-    read_manifest,
-    write_manifest,
 )
 
-__all__ = [
-    "RUNTIME_KEYS",
-    "Start",
-    "StageComplete",
-    "config_diff",
-    "drop_state",
-    "load_state",
-    "rng_state",
-    "save_final",
-    "save_state",
-    "set_rng_state",
-    "start",
-    "write_manifest",
-]
+__all__ = ["Start", "drop_state", "load_state", "rng_state", "save_final", "save_state", "set_rng_state", "start"]
 
-MODEL_INPUTS = ("init", "reward_model", "teachers")  # checkpoints (fingerprinted by their manifest); teachers: a dict
 STAGING_SUFFIX, PREVIOUS_SUFFIX = ".tmp", ".old"
 FINAL_STAGING = ".final.tmp"
 # Tests: "STEP[:PHASE]" SIGKILLs this process while saving STEP's state: "write" (default, staging half
 # written), "swap" (between the two renames) or "done" (just after the state landed).
 KILL_HOOK = "CASCADE_KILL_DURING_SAVE"
-
-
-class StageComplete(Exception):
-    """OUT already holds this stage, completed with the same config: nothing to train."""
-
-    def __init__(self, message: str, manifest: dict[str, Any]):
-        super().__init__(message)
-        self.message = message
-        self.manifest = manifest
-        self.metrics: dict[str, Any] = manifest.get("metrics") or {}
 
 
 @dataclass
@@ -85,19 +57,6 @@ class Start:
     @property
     def resumed(self) -> bool:
         return self.state_dir is not None
-
-
-def input_fingerprints(
-    init: str | None = None, *, models: dict[str, str | None] | None = None, **paths: str | Path | None
-) -> dict[str, str]:
-    """sha256 of each existing data path, plus each model input's manifest when it is a stage output (`init`,
-    and `models` by key, e.g. the reward model): cheap even for a large model, and it changes whenever that
-    stage trains again, so a resume never mixes state trained from one model with another."""
-    prints = {name: fingerprint_path(path) for name, path in paths.items() if path and Path(path).exists()}
-    for name, model in {"init": init, **(models or {})}.items():
-        if model and (Path(model) / MANIFEST_NAME).is_file():
-            prints[name] = fingerprint_path(Path(model) / MANIFEST_NAME)
-    return prints
 
 
 # ---- the resume rule -----------------------------------------------------------------------------------
@@ -135,34 +94,6 @@ def drop_state(out: str | Path) -> None:
         shutil.rmtree(_state_path(Path(out), suffix), ignore_errors=True)
 
 
-def _input_changed(name: str) -> str:
-    if name.split(".")[0] in MODEL_INPUTS:  # teachers.math: distill's teacher of math
-        return f"{name} (that checkpoint was trained again since)"
-    return f"{name} (its contents changed)"
-
-
-def _changed(
-    out: Path,
-    saved_config: dict[str, Any],
-    saved_prints: dict[str, Any],
-    config: dict[str, Any],
-    fingerprints: dict[str, str],
-    defaults: dict[str, Any] | None = None,
-) -> CascadeUsageError | None:
-    keys = config_diff(saved_config, config, defaults=defaults)
-    inputs = [name for name, value in fingerprints.items() if saved_prints.get(name, value) != value]
-    changes = []
-    if keys:
-        changes.append(f"a different config: {describe_diff(saved_config, config, keys)}")
-    if inputs:
-        changes.append(f"other inputs: {', '.join(map(_input_changed, inputs))}")
-    if not changes:
-        return None
-    return CascadeUsageError(
-        f"{out} was trained with {' and '.join(changes)}; pass --restart (restart=true) to start over"
-    )
-
-
 def start(
     out: str | Path,
     config: dict[str, Any],
@@ -173,41 +104,20 @@ def start(
     fingerprints: dict[str, str] | None = None,
     defaults: dict[str, Any] | None = None,
 ) -> Start:
-    """The one resume rule, from OUT/cascade_stage.json and OUT/trainer_state*/.
-
-    completed with the same config -> StageComplete; unfinished with the same config -> resume; a different
-    config (or changed `fingerprints`, e.g. the data file's) -> CascadeUsageError naming the keys, unless
-    `restart`; `restart` or `resume=False` -> remove what was left and start fresh. `defaults`: the config
-    class's defaults, so a key added to cascade since the state was saved, at its default, is no change.
-    """
+    """Where a local trainer starts: the manifest's rule (manifest.check: StageComplete, or CascadeUsageError
+    naming what changed), then OUT/trainer_state*/: unfinished with the same config and inputs -> resume from
+    it. `restart` or `resume=False` -> remove what was left and start fresh."""
     out = Path(out)
     fingerprints = fingerprints or {}
     if restart or not resume:
         clear(out)
         return Start()
-    manifest = read_manifest(out)
-    if manifest is not None:
-        if manifest.get("kind") not in (None, kind):
-            raise CascadeUsageError(
-                f"{out} holds a {manifest.get('kind')} stage, not {kind}; pass --restart (restart=true) "
-                "to train over it, or choose another --out"
-            )
-        error = _changed(
-            out, manifest.get("config") or {}, manifest.get("data_fingerprints") or {}, config, fingerprints, defaults
-        )
-        if error is not None:
-            raise error
-        if manifest.get("status") == "completed":
-            raise StageComplete(
-                f"{out}: stage {manifest.get('stage') or kind} is already complete with this config; nothing "
-                "to train (pass --restart to train it again)",
-                manifest,
-            )
+    check(out, config, kind=kind, fingerprints=fingerprints, defaults=defaults)
     state = find_state(out)
     if state is None:
         return Start()
     progress = read_progress(state)
-    error = _changed(
+    error = changed(
         out, progress.get("config") or {}, progress.get("fingerprints") or {}, config, fingerprints, defaults
     )
     if error is not None:
@@ -220,25 +130,6 @@ def start(
 
 
 # ---- trainer_state/ ------------------------------------------------------------------------------------
-
-
-def rng_state() -> dict[str, Any]:
-    state = {
-        "python": random.getstate(),
-        "numpy": np.random.get_state(),
-        "torch": torch.random.get_rng_state(),
-    }
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.random.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 def _kill_hook(step: int, phase: str) -> None:
