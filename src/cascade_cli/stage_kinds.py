@@ -1,4 +1,4 @@
-"""The one table of stage kinds: kind -> config class, local runner, OpenRLHF job builder, CLI words, flags.
+"""The table of stage kinds: kind -> config class, local runner, OpenRLHF job builder, CLI words, flags.
 
 The recipe loader and runner, `recipe plan` and the CLI's stage commands all read `STAGE_KINDS`. Targets are
 "module:attr" strings, so importing the table loads no engine. A kind is listed only once its command

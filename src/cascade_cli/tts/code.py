@@ -96,7 +96,7 @@ def _records(pairs: list[tuple[ProblemState, str]], label_of: Callable[[ProblemS
 def _judge(
     pairs: list[tuple[ProblemState, str]], label_of: Callable[[ProblemState], Any], options: dict[str, Any]
 ) -> list[Any]:
-    """Verdicts of (problem, response) pairs through the one scoring path; a response repeated for the same
+    """Verdicts of (problem, response) pairs through the verifiers' batch path; a response repeated for the same
     problem (common: a confident model samples the same program often) is run once."""
     keys = [(id(state), text) for state, text in pairs]
     unique = dict(zip(keys, pairs, strict=True))

@@ -1,5 +1,5 @@
 """RLHF's reward (rows of domain `general`, Nemotron-Cascade §2.2): no rule verifies them, a Bradley-Terry
-reward model scores them. One definition for the local trainer (engines/local/train/rlhf.py), the reward-model
+reward model scores them. Shared by the local trainer (engines/local/train/rlhf.py), the reward-model
 trainer's evaluation (engines/local/train/reward_model.py) and the reward service (serve/rm_rewards.py):
 
   text      what the RM reads: the rendered prompt, the answer (the text after `</think>`; the whole
@@ -48,7 +48,7 @@ def rm_text(prompt: str | list[dict[str, Any]], response: str, mode: str = "no_t
 
 
 def load_reward_model(spec: str | Path, device: str | None = None, dtype: Any = "float32") -> tuple[Any, Any]:
-    """(model, tokenizer) through the one loader: a reward-model checkpoint as is, or any causal-LM checkpoint
+    """(model, tokenizer) through models/loader.py: a reward-model checkpoint as is, or any causal-LM checkpoint
     with a fresh one-output `score` head."""
     from cascade_cli.models.loader import load_model, load_tokenizer
 

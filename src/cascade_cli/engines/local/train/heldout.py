@@ -1,4 +1,4 @@
-"""Held-out evaluation of a training stage: one rule for the file it reads, one greedy path for a policy.
+"""Held-out evaluation of a training stage: which file it reads, and the greedy path a policy is scored on.
 
 The file: an evaluation key (`eval_prompts`, `eval_data`) names a .jsonl/.json/.parquet file, or a
 prepare-data folder, which gives its `heldout.jsonl` (the split `--holdout N` writes), else its `data.jsonl`

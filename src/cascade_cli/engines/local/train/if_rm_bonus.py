@@ -3,7 +3,7 @@
 The paper's thinking models (Nemotron-Cascade §4.4) pay IF-RL r = R_IF + sigmoid(z) when the IF verifier
 passes (R_IF = 1), else 0, where z is the RLHF reward model's score of the answer z-scored within the prompt's
 group: among answers that follow every instruction the better answer earns more, so a policy cannot gain by
-shrinking its answers to what the constraints alone reward. One definition with the reward service's `if_rm`
+shrinking its answers to what the constraints alone reward. Shared with the reward service's `if_rm`
 (verifiers/reward_model.if_rm_rewards): the same rows get the same rewards on both engines.
 
   score     each chunk's records: the IF verifier's verdict, and the RM's score of RLHF's text (the rendered

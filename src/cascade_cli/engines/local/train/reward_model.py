@@ -304,7 +304,7 @@ def train_reward_model(
 
 def run_reward_model(config: RewardModelConfig) -> dict[str, Any]:
     """`cascade rlhf rm`: train, save the HF checkpoint (+ `score` head) and the stage manifest, through the
-    one stage lifecycle (stage.py): resume a stopped or killed run, or report a completed one."""
+    stage lifecycle (stage.py): resume a stopped or killed run, or report a completed one."""
     started = time.perf_counter()
     train, heldout, dropped, files = split_pairs(config)
     stage = Stage.open(config, **files)

@@ -63,7 +63,7 @@ def load_eval_rows(config: SFTConfig, train_file: Any) -> list[dict[str, Any]] |
 
 
 def evaluate(model: Any, tokenizer: Any, rows: list[dict[str, Any]], config: SFTConfig, label: str) -> dict[str, Any]:
-    """Greedy held-out math accuracy of `model` (the one held-out path, heldout.py)."""
+    """Greedy held-out math accuracy of `model` (heldout.py's greedy path)."""
     with status(f"held-out math accuracy ({label}, {len(rows)} prompts, greedy)"), compiled.eager_generation():
         generator = Generator.from_model(model, tokenizer, max_batch_size=config.eval_batch_size)
         return heldout.evaluate(
