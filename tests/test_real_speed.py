@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from cascade_cli.config.grpo import RLVRConfig
+from cascade_cli.config.grpo import PhaseConfig, RLVRConfig
 from cascade_cli.engines.local.ops import compute, precision
 from cascade_cli.engines.local.rollout.generation import Generator
 from cascade_cli.engines.local.rollout.rollout_backend import (
@@ -88,7 +88,7 @@ def test_dtype_auto_is_bf16_weights_on_gpu_and_fp32_master_weights_on_cpu():
 
 def test_planned_rollout_tokens_sum_the_phases():
     config = RLVRConfig(domain="math", data="-", prompts_per_step=8, group_size=8)
-    phases = [grpo.PhaseConfig(3, 64, 1.0, False), grpo.PhaseConfig(2, 128, 1.0, False)]
+    phases = [PhaseConfig(3, 64, 1.0, False), PhaseConfig(2, 128, 1.0, False)]
     assert precision.planned_rollout_tokens(config, phases) == 64 * (3 * 64 + 2 * 128)
 
 

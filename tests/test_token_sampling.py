@@ -1,6 +1,6 @@
 """The sort-free sampler (engines/local/rollout/token_sampling.py) against the definition of temperature / top-k / top-p
 sampling (a chi-square test of sampled frequencies, vocabularies of 64 and 49,152), and against the previous
-sampler and decode loop (experiments/decode_baseline.py, kept there verbatim as the reference)."""
+sampler and decode loop (benchmarks/decode_baseline.py, kept there verbatim as the reference)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import torch
 from cascade_cli.chat import render_prompt
 from cascade_cli.engines.local.rollout.token_sampling import TokenSampler, sorted_sample
 
-BASELINE_PATH = Path(__file__).resolve().parents[1] / "experiments" / "decode_baseline.py"
+BASELINE_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "decode_baseline.py"
 _spec = importlib.util.spec_from_file_location("decode_baseline", BASELINE_PATH)
 baseline = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(baseline)

@@ -2,7 +2,7 @@
 engines/local/rollout/generation.py: `_sample`, `Generator._generate_hf`, `Generator._stop_string_hits`), kept verbatim
 but for the two methods becoming functions of the generator (`self`) and the per-call set-up and output that
 both loops share (`prefill`, `completion` of engines/local/rollout/hf_decode.py: outside the decode steps measured). The before side of
-experiments/decode_loop.py and the reference of tests/test_token_sampling.py; not used by cascade itself.
+benchmarks/decode_loop.py and the reference of tests/test_token_sampling.py; not used by cascade itself.
 
     groups = generate(generator, prompts, n=8, max_new_tokens=64, temperature=1.0, top_p=0.95)
 """

@@ -1,5 +1,5 @@
 """Milliseconds per decode step of the hf rollout loop, before and after the sort-free sampler and on-device
-bookkeeping: `before` is the previous loop (experiments/decode_baseline.py: a full-vocabulary sort for top-p,
+bookkeeping: `before` is the previous loop (benchmarks/decode_baseline.py: a full-vocabulary sort for top-p,
 `torch.multinomial`, host reads and Python per row each step), `after` is `Generator(backend="hf")`.
 
 Batches of 16, 64 and 256 rows (prompts x 8 samples), greedy and top-p 0.95 at temperature 1, on two models:
@@ -13,7 +13,7 @@ process, best of --rounds. Then torch.profiler's top-10 operators (self time) ov
 batch with top-p, both sides, and the goals: `loop` after <= 60 ms/step at batch 256 top-p; SmolLM2 top-p
 after <= 1.2x its greedy step at batch 256. Each model's device is read from its parameters.
 
-    PYTHONPATH=src python experiments/decode_loop.py [--models loop,smollm2] [--batches 16,64,256] \
+    PYTHONPATH=src python benchmarks/decode_loop.py [--models loop,smollm2] [--batches 16,64,256] \
         [--steps 16] [--rounds 2] [--threads 2] [--device cpu]
 """
 
