@@ -7,6 +7,10 @@ virtualenv's `bin` on PATH and this checkout's `src` on PYTHONPATH (what `source
 Keep them fast (seconds): a block that trains may only run a few steps. Every other `bash` block (the whole
 demo, cluster commands) is not run but must pass `bash -n`. Commands that need a file the user does not have
 belong in an untested block.
+
+The reference pages under docs/ that hold the README's former text (DOCS) are checked the same way: their `bash`
+blocks must pass `bash -n` and their `yaml` blocks must validate as recipes. They hold no tested block: a block a
+new user must be able to run stays in the README, where it runs.
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
+DOCS = [REPO / "docs" / name for name in (
+    "commands.md", "models.md", "recipes.md", "mopd.md", "engines.md", "data.md", "evaluation.md", "developing.md",
+)]
 FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
 
 
@@ -34,9 +41,9 @@ def cli_env() -> dict[str, str]:
     return env
 
 
-def shell_blocks() -> list[tuple[str, bool, int]]:
-    """(script, tested, line) for each ```bash block of the README."""
-    text = README.read_text(encoding="utf-8")
+def shell_blocks(page: Path = README) -> list[tuple[str, bool, int]]:
+    """(script, tested, line) for each ```bash block of the README (or another page)."""
+    text = page.read_text(encoding="utf-8")
     blocks = []
     for match in FENCE.finditer(text):
         words = match.group(1).split()
@@ -66,11 +73,20 @@ def test_readme_marks_the_commands_a_new_user_needs():
 
 
 @pytest.mark.parametrize(
-    "script,line", [pytest.param(s, n, id=f"line{n}") for s, tested, n in shell_blocks() if not tested]
+    "page,script,line",
+    [pytest.param(page, s, n, id=f"{page.name}:line{n}")
+     for page in [README, *DOCS] for s, tested, n in shell_blocks(page) if not tested],
 )
-def test_untested_blocks_are_valid_bash(script, line):
+def test_untested_blocks_are_valid_bash(page, script, line):
     result = subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True)
-    assert result.returncode == 0, f"README.md line {line}: {result.stderr}"
+    assert result.returncode == 0, f"{page.relative_to(REPO)} line {line}: {result.stderr}"
+
+
+def test_reference_pages_hold_no_tested_block():
+    for page in DOCS:
+        assert page.is_file(), f"{page.relative_to(REPO)} is gone: update DOCS in tests/test_readme.py"
+        tested = [line for _, is_tested, line in shell_blocks(page) if is_tested]
+        assert not tested, f"{page.relative_to(REPO)} lines {tested}: a tested block runs only in README.md"
 
 
 def test_tested_blocks_run(tmp_path):
@@ -111,12 +127,17 @@ def test_command_table_lists_every_command():
         assert f"| `cascade {name}" in table, f"README's command table misses `cascade {name}`"
 
 
+def yaml_blocks(page: Path) -> list[str]:
+    text = page.read_text(encoding="utf-8")
+    return [m.group(2) for m in FENCE.finditer(text) if m.group(1).strip() == "yaml"]
+
+
 def test_yaml_blocks_are_valid_recipes(tmp_path, cli):
-    text = README.read_text(encoding="utf-8")
-    recipes = [m.group(2) for m in FENCE.finditer(text) if m.group(1).strip() == "yaml"]
-    assert recipes
-    for number, recipe in enumerate(recipes):
-        path = tmp_path / f"readme_{number}.yaml"
-        path.write_text(recipe)
-        result = cli(["recipe", "validate", str(path)])
-        assert result.exit_code == 0, f"README yaml block {number}: {result.output}"
+    # The README's recipe, and the pass-rate filter recipe docs/data.md took from it.
+    assert yaml_blocks(README) and yaml_blocks(REPO / "docs" / "data.md")
+    for page in [README, *DOCS]:
+        for number, recipe in enumerate(yaml_blocks(page)):
+            path = tmp_path / f"{page.stem}_{number}.yaml"
+            path.write_text(recipe)
+            result = cli(["recipe", "validate", str(path)])
+            assert result.exit_code == 0, f"{page.relative_to(REPO)} yaml block {number}: {result.output}"

@@ -13,11 +13,13 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from cascade_cli.config.build import build_stage_config
 from cascade_cli.config.grpo import RLVRConfig
 from cascade_cli.data.io import load_canonical
 from cascade_cli.data.stage_data import needs_preparing, prepared_stage_data
+from cascade_cli.errors import CascadeUsageError
 
 ROOT = Path(__file__).resolve().parents[1]
 TRL_ROWS = [
@@ -127,3 +129,40 @@ def test_hub_id_offline_says_the_prepare_data_command_in_one_line(tmp_path):
     assert (
         "cascade prepare-data --source HuggingFaceH4/ultrachat_200k --out run/data --domain sft" in errors[0]
     )
+
+
+def test_data_map_and_data_prepare_reach_the_on_the_fly_preparation(tmp_path, cli):
+    """A TRL user's own columns: `--data-map` is prepare-data's --map, `data_prepare.KEY=VALUE` its keys."""
+    source = _write_jsonl(
+        tmp_path / "qa.jsonl", [{"question": f"{i}+{i}?", "solution": 2 * i, "prompt": "x"} for i in range(6)]
+    )
+    values = {
+        "init": "tiny", "data": str(source), "out": str(tmp_path / "rl"), "domain": "math",
+        "data_map": {"prompt": "question", "answer": "solution"},
+    }  # fmt: skip
+    config = build_stage_config(RLVRConfig, values, ["data_prepare.limit=4"], where="rlvr")
+    assert prepared_stage_data(config) == str(tmp_path / "rl" / "data")
+    rows = load_canonical(tmp_path / "rl" / "data", domain="math")
+    assert [(row["prompt"], row["label"]["answer"]) for row in rows] == [(f"{i}+{i}?", str(2 * i)) for i in range(4)]
+
+    result = cli(["sft", "--init", "tiny", "--data", source, "--out", tmp_path / "sft", "--data-map",
+                  "prompt=question,response=solution", "data_prepare.splt=x"])  # fmt: skip
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    text = " ".join(result.output.split())
+    assert "unknown key 'splt'" in text
+    assert "--map prompt=question,response=solution splt=x" in text  # the command to run it yourself
+    assert "--data-map" in " ".join(cli(["sft", "--help"]).output.split())
+
+
+def test_data_map_on_a_prepared_folder_is_one_line(tmp_path):
+    prepared = tmp_path / "prepared"
+    prepared.mkdir()
+    _write_jsonl(prepared / "data.jsonl", [{"id": "a", "domain": "math", "prompt": "1+1?", "label": {"answer": "2"}}])
+    values = {"init": "tiny", "data": str(prepared), "out": str(tmp_path / "rl"), "domain": "math",
+              "data_map": {"prompt": "question"}}  # fmt: skip
+    config = build_stage_config(RLVRConfig, values, [], where="rlvr")
+    with pytest.raises(CascadeUsageError, match="a prepared folder, read as it is"):
+        prepared_stage_data(config)
+    config = build_stage_config(RLVRConfig, {**values, "data_map": {}}, ["data_prepare.out=x"], where="rlvr")
+    with pytest.raises(CascadeUsageError, match="data_prepare: out set by the stage"):
+        prepared_stage_data(config)

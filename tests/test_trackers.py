@@ -160,3 +160,13 @@ def test_the_openrlhf_engine_passes_the_trackers_through(tmp_path):
     offline.cluster.reward_urls = ["http://127.0.0.1:5000/get_reward"]
     offline.cluster.runtime_env_json = json.dumps({"env_vars": {"WANDB_MODE": "offline"}})
     assert WANDB_ENV_NOTE not in rlvr_jobs(offline)[0].notes
+
+
+@pytest.mark.parametrize(("flag", "written"), [("[]", set()), ("tensorboard,mlflow", {"tensorboard", "mlruns"})])
+def test_eval_report_to_flag_takes_a_list_or_none(cli, tmp_path, flag, written):
+    """`cascade eval --report-to "[]"` (what its --help offers) writes results.json alone; a comma list writes each."""
+    result = cli(["eval", "--model", "tiny", "--benchmarks", "tiny_math", "--limit", "1", "--k", "1", "--max-tokens", "4",
+                  "--out", tmp_path, "--report-to", flag])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    trackers = {name for name in ("tensorboard", "wandb", "mlruns") if (tmp_path / name).exists()}
+    assert trackers == written

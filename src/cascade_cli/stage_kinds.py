@@ -80,7 +80,7 @@ def load(target: str) -> Any:
     return getattr(importlib.import_module(module_name), attribute)
 
 
-TRAINING_OPTIONS = ("engine", "dry_run", "restart", "report_to")  # on every training command
+TRAINING_OPTIONS = ("engine", "dry_run", "restart", "report_to", "data_map")  # on every training command
 # Kinds whose `data` may be a raw file, a folder of shards or a hub id, prepared on the fly into OUT/data.
 STAGE_DATA_KINDS = ("sft", "reward_model", "rlhf", "rlvr", "distill")
 MODEL_KEYS = ("init", "reward_model")  # config keys that name a model spec

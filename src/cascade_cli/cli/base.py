@@ -162,7 +162,8 @@ def _unwrap_optional(hint: Any) -> Any:
 
 def collection_values(config_cls: type, values: dict[str, Any]) -> dict[str, Any]:
     """Flag values of list and dict fields as the config takes them: every occurrence of the flag holds one
-    or more comma-separated items, a dict's as KEY=VALUE (`--teachers if=A,math=B --data D1 --data D2`)."""
+    or more comma-separated items, a dict's as KEY=VALUE (`--teachers if=A,math=B --data D1 --data D2`);
+    `"[]"` or an empty value gives an empty list."""
     hints = typing.get_type_hints(config_cls)
     out = dict(values)
     for key, given_values in values.items():
@@ -173,6 +174,9 @@ def collection_values(config_cls: type, values: dict[str, Any]) -> dict[str, Any
             del out[key]
             continue
         items = [item.strip() for value in given_values for item in str(value).split(",") if item.strip()]
+        if origin is list and items in ([], ["[]"]):  # `--report-to "[]"` (or ""): the empty list, not the default
+            out[key] = []
+            continue
         if origin is list:
             out[key] = items
             continue

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from cascade_cli import files
-from cascade_cli.cli.base import COMMAND, field_option, given, with_parameters
+from cascade_cli.cli.base import COMMAND, collection_values, field_option, given, with_parameters
 from cascade_cli.config.eval import EvalSettings
 from cascade_cli.console import console, print_warning, stdout
 from cascade_cli.errors import CascadeUsageError
@@ -59,7 +59,7 @@ def eval_command(
     from cascade_cli.config.build import build_stage_config
     from cascade_cli.evaluation.run import evaluate_checkpoint, reporting_to, score_responses
 
-    settings = build_stage_config(EvalSettings, given(values), [], where="eval")
+    settings = build_stage_config(EvalSettings, collection_values(EvalSettings, given(values)), [], where="eval")
     if responses is not None:
         if model is not None:
             raise CascadeUsageError("give either --model (generate) or --responses (score a file), not both")

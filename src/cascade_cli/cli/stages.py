@@ -96,7 +96,12 @@ HELP: dict[str, tuple[str, Callable[[Any, dict[str, Any]], str | None] | None]] 
         "--out runs/tiny/code_rl steps=15[/]\n\n"
         "Your own reward function (OpenRLHF's reward_func signature, batched) instead of the verifier:\n\n"
         "Example: [bold]cascade rlvr --domain math --init runs/tiny/sft --data runs/tiny/data_math "
-        "--out runs/tiny/my_reward_rl --reward-func examples/data/my_reward.py:score steps=15[/]",
+        "--out runs/tiny/my_reward_rl --reward-func examples/data/my_reward.py:score steps=15[/]\n\n"
+        "The same in the code verifier's bubblewrap sandbox (no network, no host files but the runtime, "
+        "site-packages and the reward file; reward_func_timeout_s and reward_func_memory_mb per batch):\n\n"
+        "Example: [bold]cascade rlvr --domain math --init runs/tiny/sft --data runs/tiny/data_math "
+        "--out runs/tiny/my_reward_sandboxed --reward-func examples/data/my_reward.py:score "
+        "reward_func_isolation=sandbox steps=15[/]",
         _done_rlvr,
     ),
     "distill": (

@@ -91,9 +91,17 @@ def verify_command(
         typer.Option(
             "--reward-func-isolation",
             help="--reward-func: none (in the service) | process (a worker process; a hang past --timeout or a "
-            "crash scores the request 0).",
+            "crash scores the request 0) | sandbox (the code verifier's bubblewrap sandbox: no network, no host "
+            "files but the runtime, site-packages and the reward file; --timeout and --reward-func-memory-mb).",
         ),
     ] = "none",
+    reward_func_memory_mb: Annotated[
+        int,
+        typer.Option(
+            "--reward-func-memory-mb", min=64,
+            help="--reward-func-isolation sandbox: the sandboxed function's memory (address space, MiB).",
+        ),
+    ] = 4096,
     export_agent: Annotated[
         Path | None,
         typer.Option(
@@ -136,6 +144,9 @@ def verify_command(
 
     Example: [bold]cascade verify --serve --reward-func examples/data/my_reward.py:score --port 5000[/]  (your reward)
 
+    Example: [bold]cascade verify --serve --reward-func examples/data/my_reward.py:score --reward-func-isolation
+    sandbox --port 5000[/]  (your reward in the code verifier's sandbox: no network, no host files)
+
     Example: [bold]cascade verify --export-reward-func reward.py[/]  (then --reward.remote_url reward.py)
 
     Example: [bold]cascade verify --export-agent agent.py --reward-url http://HOST:5000/get_reward --top-k 20
@@ -168,6 +179,7 @@ def verify_command(
             host=host, port=port, token=token, max_body_bytes=int(max_body_mb * 1024 * 1024),
             max_samples=max_samples, workers=workers or 1, timeout_s=timeout, domain=domain, options=options,
             reward_model=reward_model, reward_func=serve_reward_func, reward_func_isolation=reward_func_isolation,
+            reward_func_memory_mb=reward_func_memory_mb,
         )
         return
     if serve_reward_func is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from omegaconf import MISSING
 
@@ -218,6 +218,13 @@ class TrainerConfig(StageConfig):
     # (OUT/wandb, offline unless WANDB_MODE / WANDB_API_KEY), mlflow ($MLFLOW_TRACKING_URI, else OUT/mlruns);
     # [] for metrics.jsonl alone.
     report_to: list[str] = field(default_factory=lambda: list(DEFAULT_REPORT_TO))
+    # A raw `data` (a file, a folder of Hub shards or a hub id) is prepared on the fly into OUT/data by
+    # prepare-data; this is its column mapping (prepare-data's --map), canonical name -> source column, e.g.
+    # `--data-map prompt=question,answer=solution`.
+    data_map: dict[str, str] = field(default_factory=dict)
+    # More prepare-data keys for that preparation, e.g. `data_prepare.split=test data_prepare.limit=500`
+    # (split, subset, limit, offset, format, holdout, ...; `cascade prepare-data --help` lists them).
+    data_prepare: dict[str, Any] = field(default_factory=dict)
 
     BOUNDS: ClassVar[dict[str, Bound]] = {
         "report_to": one_of(*TRACKERS),

@@ -229,15 +229,19 @@ class RLVRConfig(GRPOConfig):
     # signature, batched (FUNCTION(queries, prompts, labels) -> n rewards); the domain still picks the mode.
     reward_func: Optional[str] = None
     # none: call reward_func in the trainer's process | process: in a worker process with a timeout (a hang or
-    # crash scores the batch 0 and the run goes on).
+    # crash scores the batch 0 and the run goes on) | sandbox: in the code verifier's bubblewrap sandbox (no
+    # network, no host files but the runtime, site-packages and the reward file; a timeout and a memory limit),
+    # e.g. `cascade rlvr ... --reward-func my_reward.py:score reward_func_isolation=sandbox`.
     reward_func_isolation: str = "none"
-    # Seconds a reward_func call may take under isolation=process.
+    # Seconds a reward_func call may take under isolation process or sandbox.
     reward_func_timeout_s: float = 60.0
+    # isolation=sandbox: the sandboxed process's memory (address space, MiB), as the code verifier's memory_mb.
+    reward_func_memory_mb: int = 4096
 
     BOUNDS: ClassVar[dict[str, Bound]] = {
         "domain": one_of(*DOMAIN_MODES), "reward_model": TEXT, "rm_batch_size": at_least(1),
-        "rm_max_len": at_least(1), "reward_func": TEXT, "reward_func_isolation": one_of("none", "process"),
-        "reward_func_timeout_s": above(0),
+        "rm_max_len": at_least(1), "reward_func": TEXT, "reward_func_isolation": one_of("none", "process", "sandbox"),
+        "reward_func_timeout_s": above(0), "reward_func_memory_mb": at_least(64),
     }  # fmt: skip
 
     def check(self) -> None:
@@ -264,7 +268,9 @@ class RLVRConfig(GRPOConfig):
             if self.reward_func:
                 raise CascadeUsageError(
                     "cluster.reward_urls: on engine openrlhf the reward service serves reward_func: start "
-                    f"`cascade verify --serve --reward-func {self.reward_func}` and set "
+                    f"`cascade verify --serve --reward-func {self.reward_func}"
+                    + ("" if self.reward_func_isolation == "none" else f" --reward-func-isolation {self.reward_func_isolation}")
+                    + "` and set "
                     "cluster.reward_urls=[http://HOST:PORT/get_reward]"
                 )
             raise missing_reward("cluster.reward_urls")

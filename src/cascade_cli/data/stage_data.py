@@ -4,9 +4,10 @@ sft, rlhf rm, rlhf, rlvr and distill read canonical rows (a prepare-data folder 
 TRL-layout JSONL, a folder of Hub shards or a hub id: those go through prepare-data (its formats, its
 rejection report and data card) into `OUT/data`, and the stage reads that. A file the stage already reads
 as it is (canonical rows, or the raw shapes its loader accepts: `messages` or `prompt` + `response` for SFT,
-`chosen` + `rejected` for the reward model, a `prompt` with its `label` for RL) is left alone. When
-preparing fails (a hub id offline, rows that do not fit), the error says the exact `cascade prepare-data`
-command to run.
+`chosen` + `rejected` for the reward model, a `prompt` with its `label` for RL) is left alone, unless the
+stage's `data_map` / `data_prepare` (prepare-data's --map and keys: split, limit, format, ...) ask for a
+preparation. When preparing fails (a hub id offline, rows that do not fit), the error says the exact
+`cascade prepare-data` command to run.
 """
 
 from __future__ import annotations
@@ -87,9 +88,41 @@ def needs_preparing(kind: str, data: str) -> bool:
     return looks_like_hub_id(data)
 
 
-def prepare_command(data: str, out: Path, domain: str | None) -> str:
+def is_prepared_folder(data: str) -> bool:
+    path = Path(data).expanduser()
+    return path.is_dir() and ((path / DATA_FILE).is_file() or (path / "data.parquet").is_file())
+
+
+def can_prepare(data: str) -> bool:
+    """Whether prepare-data could read `data` as a source (a data file, a folder of them, a hub id)."""
+    path = Path(data).expanduser()
+    if path.is_dir():
+        return not is_prepared_folder(data) and _holds_data_files(path)
+    if path.is_file():
+        return path.suffix.lower() in SOURCE_SUFFIXES
+    return looks_like_hub_id(data)
+
+
+def prepare_settings(config: Any) -> dict[str, Any]:
+    """The stage's prepare-data keys for its on-the-fly preparation: `data_prepare`, with `data_map` as map."""
+    settings = dict(getattr(config, "data_prepare", None) or {})
+    fixed = sorted(set(settings) & {"source", "out", "domain", "map"})
+    if fixed:
+        raise CascadeUsageError(
+            f"data_prepare: {', '.join(fixed)} set by the stage (its data, OUT/data, its domain; map: data_map)"
+        )
+    if getattr(config, "data_map", None):
+        settings["map"] = dict(config.data_map)
+    return settings
+
+
+def prepare_command(data: str, out: Path, domain: str | None, settings: dict[str, Any] | None = None) -> str:
     words = ["cascade", "prepare-data", "--source", data, "--out", str(out)]
-    return shlex.join(words + (["--domain", domain] if domain else []))
+    words += ["--domain", domain] if domain else []
+    settings = dict(settings or {})
+    if settings.get("map"):
+        words += ["--map", ",".join(f"{name}={column}" for name, column in settings.pop("map").items())]
+    return shlex.join(words + [f"{key}={value}" for key, value in settings.items()])
 
 
 def domain_of(config: Any) -> str | None:
@@ -109,15 +142,21 @@ def prepared_stage_data(config: Any) -> Any:
 
 
 def _prepared(config: Any, data: str, folder: str) -> str:
-    if not needs_preparing(config.kind, data):
+    settings = prepare_settings(config)
+    if settings and is_prepared_folder(data):
+        raise CascadeUsageError(
+            f"data {data}: a prepared folder, read as it is; data_map / data_prepare apply to a raw file, a "
+            "folder of data files or a hub id"
+        )
+    if not needs_preparing(config.kind, data) and not (settings and can_prepare(data)):
         return data
     domain = domain_of(config)
     if not config.out:
         raise CascadeUsageError(
-            f"data {data}: not a prepared folder; run {prepare_command(data, Path('DIR'), domain)}"
+            f"data {data}: not a prepared folder; run {prepare_command(data, Path('DIR'), domain, settings)}"
         )
     out = Path(config.out) / folder
-    command = prepare_command(data, out, domain)
+    command = prepare_command(data, out, domain, settings)
     if config.dry_run:
         console.print(f"data {data}: would be prepared into {out}: {command}", soft_wrap=True, markup=False)
         return str(out)
@@ -125,7 +164,8 @@ def _prepared(config: Any, data: str, folder: str) -> str:
     from cascade_cli.data.prepare import build_prepare_config, run_prepare_data
 
     try:
-        run_prepare_data(build_prepare_config({"source": data, "out": str(out), "domain": domain}))
+        values = {**settings, "source": data, "out": str(out), "domain": domain}
+        run_prepare_data(build_prepare_config(values))
     except CascadeUsageError as error:
         raise CascadeUsageError(f"data {data}: {error} (to prepare it yourself: {command})") from None
     return str(out)

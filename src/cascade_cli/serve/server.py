@@ -75,10 +75,13 @@ class RewardService:
         reward_model: str | None = None,
         reward_func: str | None = None,
         reward_func_isolation: str = "none",
+        reward_func_memory_mb: int = 4096,
     ) -> None:
         self.domain = domain
         # --reward-func: the user's function scores every request (user_reward.py), not the verifiers
-        self.user_reward = RewardFunction(reward_func, reward_func_isolation, timeout_s) if reward_func else None
+        self.user_reward = (
+            RewardFunction(reward_func, reward_func_isolation, timeout_s, reward_func_memory_mb) if reward_func else None
+        )
         # --reward-model: RLHF (domain general) and IF-RL's RM bonus, see rm_rewards.py
         self.rm = RewardModelScorer(reward_model) if reward_model else None
         self.extra_domains = (RM_DOMAIN,) if self.rm else ()

@@ -13,14 +13,18 @@ Where it runs: the local engine calls it every step (rl_rewards.FuncReward); the
   none     in the trainer's process (fast; the function is the user's own, trusted code);
   process  in a worker process with a per-call timeout: a function that hangs or crashes the interpreter
            scores its batch 0 with a warning and the worker is replaced, the run goes on (the protection the
-           verifiers get in the reward service). A function that runs model-written code should hand it to
-           cascade's code sandbox (`cascade_cli.verifiers.code`), as the built-in code verifier does.
+           verifiers get in the reward service).
+  sandbox  in the code verifier's bubblewrap sandbox (verifiers/code/reward_sandbox.py): no network, none of
+           the host's files but the runtime, site-packages and the reward file (bound read-only), an
+           address-space limit (`memory_mb`) and the per-call timeout; imported once in a warm sandbox, the
+           rewards come back as JSON and are checked here. No bwrap: an error, never a fallback.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -28,7 +32,7 @@ from typing import Any
 from cascade_cli.config.grpo import parse_reward_func as parse_spec
 from cascade_cli.errors import CascadeUsageError
 
-ISOLATIONS = ("none", "process")
+ISOLATIONS = ("none", "process", "sandbox")
 _loaded: dict[str, Callable[..., Any]] = {}  # spec -> function, per process
 
 
@@ -77,8 +81,11 @@ def as_scores(result: Any, n: int, spec: str) -> tuple[list[float], list[bool]]:
         )
     try:
         rewards = [float(value) for value in rewards]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ValueError(f"{spec} returned a reward that is not a number: {rewards[:3]!r}") from None
+    if not all(math.isfinite(reward) for reward in rewards):
+        bad = next(reward for reward in rewards if not math.isfinite(reward))
+        raise ValueError(f"{spec} returned a reward that is not finite: {bad!r}")
     logs = result.get("extra_logs") if isinstance(result, dict) else None
     passed = as_list(logs.get("passed")) if isinstance(logs, dict) else None
     if not isinstance(passed, Sequence) or len(passed) != n:
@@ -90,7 +97,13 @@ def call(
     spec: str, queries: list[str], prompts: list[str], labels: list[Any]
 ) -> tuple[list[float], list[bool]]:
     """One batched call in this process (also what a worker process runs): (rewards, verdicts)."""
-    return as_scores(load(spec)(queries, prompts, labels), len(queries), spec)
+    return as_scores(load(spec)(queries, prompts, labels), len(queries), label(spec))
+
+
+def label(spec: str) -> str:
+    """FILE.py:NAME, the name filled in: what messages call the function."""
+    path, name = parse_spec(spec)
+    return f"{path}:{name}"
 
 
 def label_text(label: Any, domain: str | None) -> Any:
@@ -102,16 +115,28 @@ def label_text(label: Any, domain: str | None) -> Any:
 
 
 class RewardFunction:
-    """The user's function behind one interface, in this process or in a worker process (`isolation`)."""
+    """The user's function behind one interface, in this process, a worker process or the sandbox
+    (`isolation`)."""
 
-    def __init__(self, spec: str, isolation: str = "none", timeout_s: float = 60.0) -> None:
+    def __init__(
+        self, spec: str, isolation: str = "none", timeout_s: float = 60.0, memory_mb: int = 4096
+    ) -> None:
         if isolation not in ISOLATIONS:
             raise CascadeUsageError(
                 f"reward_func_isolation: expected one of {', '.join(ISOLATIONS)}, found {isolation!r}"
             )
-        load(spec)  # a bad file or name fails here, before any work
         self.spec, self.isolation, self.timeout_s = spec, isolation, timeout_s
         self._pool: Any = None
+        self._sandboxed: Any = None
+        if isolation == "sandbox":  # the file is imported in the sandbox alone, never here
+            from cascade_cli.verifiers.code.reward_sandbox import SandboxedFunction
+
+            path, name = parse_spec(spec)
+            if not path.is_file():
+                raise CascadeUsageError(f"reward_func: {path}: file not found")
+            self._sandboxed = SandboxedFunction(path, name, timeout_s=timeout_s, memory_mb=memory_mb)
+        else:
+            load(spec)  # a bad file or name fails here, before any work
 
     def __call__(
         self, queries: list[str], prompts: list[str], labels: list[Any]
@@ -120,9 +145,29 @@ class RewardFunction:
         try:
             if self.isolation == "none":
                 return *call(self.spec, queries, prompts, labels), None
+            if self.isolation == "sandbox":
+                return *self._in_sandbox(queries, prompts, labels), None
             return *self._in_worker(queries, prompts, labels), None
         except Exception as error:  # the user's code: any failure scores 0, the run goes on
-            return [0.0] * len(queries), [False] * len(queries), f"{type(error).__name__}: {error}"
+            from cascade_cli.verifiers.code.reward_sandbox import UserRewardError
+
+            reason = str(error) if isinstance(error, UserRewardError) else f"{type(error).__name__}: {error}"
+            return [0.0] * len(queries), [False] * len(queries), reason
+
+    def _in_sandbox(
+        self, queries: list[str], prompts: list[str], labels: list[Any]
+    ) -> tuple[list[float], list[bool]]:
+        """The sandbox answers with plain JSON values only; they are checked here like any result."""
+        answer = self._sandboxed(queries, prompts, labels)
+        name = label(self.spec)
+        if answer.get("rewards") is None:
+            raise ValueError(
+                f"{name} returned {answer.get('found') or 'nothing'} for {len(queries)} queries; expected "
+                f"{len(queries)} numbers (or {{'rewards': [...]}})"
+            )
+        passed = answer.get("passed")
+        result = {"rewards": answer["rewards"], "extra_logs": {} if passed is None else {"passed": passed}}
+        return as_scores(result, len(queries), name)
 
     def _in_worker(
         self, queries: list[str], prompts: list[str], labels: list[Any]
@@ -142,6 +187,8 @@ class RewardFunction:
             ) from None
 
     def close(self) -> None:
+        if self._sandboxed is not None:
+            self._sandboxed.close()
         if self._pool is not None:
             self._pool.stop()
             self._pool.join()

@@ -353,7 +353,8 @@ def rl_job(
     args = [*_rl_args(config, phase, data, steps, init, out, reward), *logging, *extra_args(config)]
     notes = notes + logging_notes
     if isinstance(config, RLVRConfig) and config.reward_func:  # the service must be started with it
-        notes.append(f"reward_func: start the reward service as `cascade verify --serve --reward-func {config.reward_func}`")
+        isolation = "" if config.reward_func_isolation == "none" else f" --reward-func-isolation {config.reward_func_isolation}"
+        notes.append(f"reward_func: start the reward service as `cascade verify --serve --reward-func {config.reward_func}{isolation}`")
     validate_args("train_ppo_ray", args)
     return OpenRLHFJob(
         name=name,

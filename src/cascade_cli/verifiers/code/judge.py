@@ -53,29 +53,46 @@ class ProgramGone(Exception):
 
 
 def write_frame(fd: int, data: bytes) -> None:
-    view = memoryview(_LENGTH.pack(len(data)) + data)
+    """One frame, in one write when the pipe takes it whole (a request or a reply usually does)."""
+    frame = _LENGTH.pack(len(data)) + data
+    written = os.write(fd, frame)
+    if written < len(frame):
+        _write_rest(fd, frame, written)
+
+
+def _write_rest(fd: int, frame: bytes, written: int) -> None:
+    view = memoryview(frame)[written:]
     while view:
         view = view[os.write(fd, view) :]
 
 
 class FrameReader:
-    """Frames from a pipe, read in chunks: a reply usually arrives whole with one read."""
+    """Frames from a pipe, read in chunks: a reply usually arrives whole with one read, and is then handed on
+    as that read's bytes, copied no further."""
 
     def __init__(self, fd: int, limit: int) -> None:
         self.fd, self.limit, self.buffer = fd, limit, bytearray()
 
     def read(self) -> bytes | None:
-        """One frame, or None at end of file; ProgramGone for a frame over the limit or cut short."""
+        """One frame with its 4-byte length in front (its payload starts at FRAME_START), or None at end of
+        file; ProgramGone for a frame over the limit or cut short."""
+        if not self.buffer:
+            chunk = os.read(self.fd, 1 << 16)
+            if len(chunk) > _LENGTH.size:
+                (size,) = _LENGTH.unpack_from(chunk)
+                if len(chunk) == _LENGTH.size + size and size <= self.limit:
+                    return chunk  # the usual case: exactly one whole frame
+            if not chunk:
+                return None
+            self.buffer += chunk
         if not self._fill(_LENGTH.size):
-            if self.buffer:
-                raise ProgramGone("the reply was cut short")
-            return None
+            raise ProgramGone("the reply was cut short")
         (size,) = _LENGTH.unpack_from(self.buffer)
         if size > self.limit:
             raise ProgramGone(f"a reply of {size} bytes is over the output limit")
         if not self._fill(_LENGTH.size + size):
             raise ProgramGone("the reply was cut short")
-        frame = bytes(self.buffer[_LENGTH.size : _LENGTH.size + size])
+        frame = bytes(self.buffer[: _LENGTH.size + size])
         del self.buffer[: _LENGTH.size + size]
         return frame
 
@@ -86,6 +103,9 @@ class FrameReader:
                 return False
             self.buffer += chunk
         return True
+
+
+FRAME_START = _LENGTH.size
 
 
 # -- the program process ------------------------------------------------------------------------------------
@@ -117,34 +137,75 @@ class _ReplyPickler(pickle.Pickler):
         return _handle, (len(_OBJECTS) - 1, kind.__qualname__)
 
 
+class _Replies:
+    """The program process's reply frames, pickled by one pickler into one buffer for the whole test (making a
+    pickler costs more than pickling a small reply), the frame's length written in front in place."""
+
+    def __init__(self) -> None:
+        self.buffer = io.BytesIO()
+        self.pickler: _ReplyPickler | None = _ReplyPickler(self.buffer, protocol=5)
+
+    def value(self, value: object) -> bytes:
+        buffer = self.buffer
+        buffer.seek(0)
+        buffer.truncate()
+        buffer.write(b"\0\0\0\0v")
+        pickler = self.pickler or _ReplyPickler(buffer, protocol=5)
+        self.pickler = None  # until the dump succeeds: one that failed halfway is not used again
+        pickler.dump(value)
+        pickler.clear_memo()
+        self.pickler = pickler
+        size = buffer.tell() - _LENGTH.size
+        buffer.seek(0)
+        buffer.write(_LENGTH.pack(size))
+        return buffer.getvalue()
+
+
+# Made once in the harness, which imports this module, and inherited unused by every program process.
+_REPLIES = _Replies()
+
+
+def _frame(data: bytes) -> bytes:
+    return _LENGTH.pack(len(data)) + data
+
+
+def _write_all(fd: int, frame: bytes) -> None:
+    written = os.write(fd, frame)
+    if written < len(frame):
+        _write_rest(fd, frame, written)
+
+
 def serve_program(namespace: dict, entry_point: str, requests: int, replies: int, limit: int) -> None:
     """Answer the judge's requests until it closes its end (runs in the program process). The first reply,
     unasked, is the entry point's: the judge needs it first, and it saves a round trip."""
-    write_frame(replies, _reply_to(("name", entry_point), namespace))
-    reader = FrameReader(requests, limit)
+    out = _REPLIES
+    _write_all(replies, _reply_to(("name", entry_point), namespace, out))
+    read = FrameReader(requests, limit).read
     while True:
-        frame = reader.read()
+        frame = read()
         if frame is None:
             return
         try:
-            message = pickle.loads(frame)  # the judge's own pickle: plain values and _program_object refs
+            # the judge's own pickle: plain values and _program_object refs
+            message = pickle.loads(memoryview(frame)[FRAME_START:])
         except BaseException as error:
             message = error
-        write_frame(replies, _reply_to(message, namespace))
+        _write_all(replies, _reply_to(message, namespace, out))
 
 
-def _reply_to(message: object, namespace: dict) -> bytes:
+def _reply_to(message: object, namespace: dict, out: _Replies) -> bytes:
+    """The reply's whole frame."""
     try:
         if isinstance(message, BaseException):
             raise message
         op, target, *rest = message
-        if op == "name":
-            if target not in namespace:
-                return b"m"
-            value = namespace[target]
-        elif op == "call":
+        if op == "call":
             args, kwargs = rest
             value = _OBJECTS[target](*args, **kwargs)
+        elif op == "name":
+            if target not in namespace:
+                return _frame(b"m")
+            value = namespace[target]
         elif op == "getattr":
             value = getattr(_OBJECTS[target], rest[0])
         elif op == "bool":
@@ -152,12 +213,9 @@ def _reply_to(message: object, namespace: dict) -> bytes:
         else:  # setattr
             setattr(_OBJECTS[target], rest[0], rest[1])
             value = None
-        buffer = io.BytesIO()
-        buffer.write(b"v")
-        _ReplyPickler(buffer, protocol=5).dump(value)
-        return buffer.getvalue()
+        return out.value(value)
     except BaseException as error:  # the program's exception, handed to the test that called it
-        return b"e" + pickle.dumps((type(error).__name__, str(error)[:1000]), protocol=5)
+        return _frame(b"e" + pickle.dumps((type(error).__name__, str(error)[:1000]), protocol=5))
 
 
 # -- the judge process ----------------------------------------------------------------------------------------
@@ -189,12 +247,14 @@ class Program:
             raise ProgramGone(f"the program process is gone ({error.strerror})") from None
         if reply is None:
             raise ProgramGone("the program process ended before it answered")
-        tag, body = reply[:1], reply[1:]
+        body = io.BytesIO(reply)  # shares the reply's bytes
+        body.seek(FRAME_START)
+        tag = body.read(1)
         if tag == b"m":
             raise KeyError(name)
         self.unpickling = True
         try:
-            value = _PlainUnpickler(io.BytesIO(body), self).load()
+            value = _PlainUnpickler(body, self).load()
         except Exception as error:
             raise ProgramGone(f"the program process sent a reply that is not plain data ({error})") from None
         finally:
@@ -330,6 +390,8 @@ def judge(test: str, prelude: str, entry_point: str, program: Program) -> int:
     """Run the test against the program process; the judge's exit code (runs in the judge process)."""
     namespace = ProgramNames(program)
     try:
+        # Compiled while the program process is still running the program, before its first reply.
+        test_code = compile(test, "<test>", "exec")
         if prelude:
             exec(compile(prelude, "<prelude>", "exec"), namespace)
         try:
@@ -337,7 +399,7 @@ def judge(test: str, prelude: str, entry_point: str, program: Program) -> int:
         except KeyError:
             raise NameError(f"the program does not define {entry_point}()") from None
         dict.__setitem__(namespace, entry_point, candidate)  # over the prelude's stub
-        exec(compile(test, "<test>", "exec"), namespace)
+        exec(test_code, namespace)
         check = dict.get(namespace, "check")
         if check is None:
             raise NameError("the test defines no check(candidate)")

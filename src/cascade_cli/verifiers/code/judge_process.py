@@ -32,18 +32,36 @@ class JudgeProcess:
     def __init__(self) -> None:
         self.pid = 0
         self.sock: socket.socket | None = None
+        self._job: dict | None = None
+        self._header = b""
+
+    def prepare(self, job: dict) -> None:
+        """Before the test's program process is forked: the judge started and the job's header made, so that
+        little is left to do while that process runs (each page the harness writes then is copied)."""
+        if not self.pid:
+            self._start(job)
+        if job is not self._job:
+            self._job, self._header = job, json.dumps(
+                {"entry_point": job["entry_point"], "prelude": job.get("prelude") or "",
+                 "output_bytes": int(job["limits"]["output_bytes"])}
+            ).encode()  # fmt: skip
 
     def judge(self, job: dict, test: bytearray, fds: tuple[int, int, int], wall_s: float) -> int | None:
         """The judge's exit code for one test (judge.EXIT_*), or None when it gave none in time or died
-        (then it is gone, and the next test starts another)."""
-        if not self.pid:
-            self._start(job)
-        header = json.dumps(
-            {"entry_point": job["entry_point"], "prelude": job.get("prelude") or "",
-             "output_bytes": int(job["limits"]["output_bytes"])}
-        ).encode()  # fmt: skip
+        (then it is gone, and the next test starts another). The test's pipes (fds[0] and fds[1]) are closed
+        here once the judge has its own copies: the program process then sees end of file as soon as the
+        judge closes its ends, and ends while the judge answers."""
+        self.prepare(job)
+        header = self._header
         try:
-            _send_all(self.sock, [_HEAD.pack(len(header), len(test)), header, memoryview(test)], fds)
+            _send_all(self.sock, [_HEAD.pack(len(header), len(test)) + header, test], fds)
+        except OSError:
+            self.stop()
+            return None
+        finally:
+            for fd in fds[:2]:
+                os.close(fd)
+        try:
             ready, _, _ = select.select([self.sock], [], [], wall_s)
             answer = self.sock.recv(1) if ready else b""
         except OSError:

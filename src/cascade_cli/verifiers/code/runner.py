@@ -133,12 +133,18 @@ def _reap_orphans() -> None:
 
 
 def _kill_all_but(spare: int) -> None:
-    """kill(-1) would take the judge too: kill what /proc lists instead, and again, until only init and the
-    judge are left (a process killed in the middle of a fork leaves no child behind)."""
+    """kill(-1) would take the judge too: kill our other children instead, and again, until the judge is the
+    only one left (a process killed in the middle of a fork leaves no child behind).
+
+    Our children are every process of the namespace but their descendants, which become ours when their
+    parent dies (we are init). So when the judge, which never forks, is our only child, nothing else is left:
+    a dead child stays listed until we reap it, and its orphans are ours before it is a zombie. The list is
+    /proc/1/task/1/children (one small read; we are single-threaded), or /proc's pids where the kernel has no
+    such file."""
     deadline = time.monotonic() + 1.0
-    while time.monotonic() < deadline:
-        others = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc"))) if pid not in (1, spare)]
-        if not others:
+    while True:
+        others = [pid for pid in _our_children() if pid != spare]
+        if not others or time.monotonic() > deadline:
             return
         for pid in others:
             with contextlib.suppress(ProcessLookupError):
@@ -147,6 +153,20 @@ def _kill_all_but(spare: int) -> None:
             while os.waitpid(-1, os.WNOHANG)[0]:
                 pass
         time.sleep(0.0002)
+
+
+def _our_children() -> list[int]:
+    try:
+        fd = os.open("/proc/1/task/1/children", os.O_RDONLY)
+    except OSError:
+        return [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc"))) if pid != 1]
+    try:
+        data = b""
+        while chunk := os.read(fd, 1 << 16):
+            data += chunk
+    finally:
+        os.close(fd)
+    return [int(pid) for pid in data.split()]
 
 
 def _wait(pid: int, wall_s: float) -> tuple[int, object, bool]:
@@ -315,6 +335,7 @@ def _run_assert_test(job: dict, index: int, fresh: FreshRuns | None, judge_proce
     judge_stderr = _memfd("judge-stderr")
     requests_read, requests_write = os.pipe()
     replies_read, replies_write = os.pipe()
+    judge_process.prepare(job)
     if fresh is not None:
         fresh.take()
     started = time.monotonic()
@@ -327,10 +348,8 @@ def _run_assert_test(job: dict, index: int, fresh: FreshRuns | None, judge_proce
         os.close(fd)
     test = _read_frame()  # only now: the program's process never held the test or its expected values
     judge_fds = (requests_write, replies_read, judge_stderr)
-    judge_code = judge_process.judge(job, test, judge_fds, float(limits["wall_s"]))
+    judge_code = judge_process.judge(job, test, judge_fds, float(limits["wall_s"]))  # closes the pipes
     test[:] = bytes(len(test))  # wiped: later program processes are forked from this memory
-    for fd in (requests_write, replies_read):
-        os.close(fd)
     timed_out = judge_code is None and time.monotonic() - started >= float(limits["wall_s"])
     # The program process ends at the judge's end of file; one still busy is killed.
     program_status, program_rusage, _ = _wait(program_pid, 0.0 if timed_out else 0.5)
@@ -357,6 +376,7 @@ def _judge_process():
         from judge_process import JudgeProcess
     finally:
         del sys.path[0]
+    gc.freeze()  # as main() did for the harness's own modules: the judge's are shared with every run too
     return JudgeProcess()
 
 
@@ -365,6 +385,10 @@ def main() -> None:
     the next run's tmpfs directories are mounted while the host judges this one (unsandboxed: the working
     dir is wiped)."""
     _make_non_dumpable()
+    # A process's first compile() of a string sets up what every later one reuses (about a millisecond): done
+    # here, every child's compile of its program finds it done (importing modules from source did it too,
+    # but they come compiled, sandbox_files.py).
+    compile("pass", "<warm-up>", "exec")
     # The harness's objects are shared copy-on-write with every run's processes: kept out of their garbage
     # collections, the pages that hold them are never written (and copied) by a child's collection.
     gc.freeze()

@@ -252,7 +252,8 @@ def run_rlvr(config: RLVRConfig) -> dict[str, Any]:
         return stage.completed
     reward: RewardHook = (
         rl_rewards.FuncReward(
-            config.reward_func, stage.load_tokenizer(), config.reward_func_isolation, config.reward_func_timeout_s
+            config.reward_func, stage.load_tokenizer(), config.reward_func_isolation, config.reward_func_timeout_s,
+            config.reward_func_memory_mb,
         )
         if config.reward_func
         else rl_rewards.VerifierReward(config.domain, workers=config.verify_workers, options=options)

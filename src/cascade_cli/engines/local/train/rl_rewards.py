@@ -58,10 +58,12 @@ class FuncReward(RewardHook):
     rollouts as OpenRLHF calls it: queries (rendered prompt + response), prompts, labels. A call that fails
     scores its rollouts 0 with `details["error"]` (the step's warning names it)."""
 
-    def __init__(self, spec: str, tokenizer: Any, isolation: str = "none", timeout_s: float = 60.0) -> None:
+    def __init__(
+        self, spec: str, tokenizer: Any, isolation: str = "none", timeout_s: float = 60.0, memory_mb: int = 4096
+    ) -> None:
         from cascade_cli.serve.user_reward import RewardFunction
 
-        self.function = RewardFunction(spec, isolation, timeout_s)
+        self.function = RewardFunction(spec, isolation, timeout_s, memory_mb)
         self.tokenizer = tokenizer
 
     def score(self, records: list[dict[str, Any]]) -> list[Score]:
