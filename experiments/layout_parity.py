@@ -1,6 +1,7 @@
 """Compare two runs of experiments/layout_parity.yaml: every metrics, manifest, data, rollout, evaluation and
 held-out file byte for byte once the timing keys (and the fingerprints, which hash paths and times) are left
-out and the run folder is named RUN; exit 1 naming the first difference."""
+out and the run folder is named RUN; exit 1 naming the first difference. Usage: layout_parity.py OUT_A OUT_B
+[KEY ...] (KEY: a config key one revision added, left out as well)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,11 @@ FILES = ("metrics.jsonl", "heldout_rows.jsonl", "rollouts.jsonl", "cascade_stage
          "heldout.jsonl", "dropped.jsonl", "pass_rate.json", "data_card.json")
 
 
+IGNORED: set[str] = set()  # config keys added between the two revisions (the command line's KEY ...)
+
+
 def timing(key: str) -> bool:
-    return any(part in key for part in TIMING)
+    return key in IGNORED or any(part in key for part in TIMING)
 
 
 def scrub(value, root: str):
@@ -63,4 +67,5 @@ def main(a: str, b: str) -> int:
 
 
 if __name__ == "__main__":
+    IGNORED.update(sys.argv[3:])
     sys.exit(main(*sys.argv[1:3]))
