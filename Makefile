@@ -78,7 +78,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/math_fidelity.py
 
 lint: $(STAMP)
-	$(PY) -m ruff check src tests benchmarks
+	$(PY) -m ruff check src tests benchmarks experiments
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -1,6 +1,6 @@
 """Regional vs whole-decoder `torch.compile` of the tiny SFT step: compile seconds and step time.
 
-`cascade sft compile=true` compiles each decoder layer in place (engines/local/compiled.py): the layers run
+`cascade sft compile=true` compiles each decoder layer in place (engines/local/ops/compiled.py): the layers run
 the same code, so Dynamo and Inductor build it once. The previous release compiled the whole decoder, six
 layers inlined into one graph. Each side trains the same steps of `tiny:sft` rows (batch 4, fp32) in its own
 child process with an empty Inductor cache (a first `make demo`), one side after another so that no compile
@@ -29,9 +29,9 @@ SIDES = ("eager", "whole", "regional")
 def child(side: str, data: str, steps: int, threads: int) -> dict:
     import torch
 
-    from cascade_cli.engines.local import compiled, optim
-    from cascade_cli.engines.local.sft import step_loss
-    from cascade_cli.engines.local.sft_data import BatchStream, collate, load_examples
+    from cascade_cli.engines.local.ops import compiled, optim
+    from cascade_cli.engines.local.train.sft import step_loss
+    from cascade_cli.engines.local.train.sft_data import BatchStream, collate, load_examples
     from cascade_cli.models import loader
 
     torch.manual_seed(0)

@@ -1,7 +1,7 @@
 """The hf decode loop and sampler as they were before the sort-free sampler (main at c622962,
-engines/local/generation.py: `_sample`, `Generator._generate_hf`, `Generator._stop_string_hits`), kept verbatim
+engines/local/rollout/generation.py: `_sample`, `Generator._generate_hf`, `Generator._stop_string_hits`), kept verbatim
 but for the two methods becoming functions of the generator (`self`) and the per-call set-up and output that
-both loops share (`prefill`, `completion` of engines/local/hf_decode.py: outside the decode steps measured). The before side of
+both loops share (`prefill`, `completion` of engines/local/rollout/hf_decode.py: outside the decode steps measured). The before side of
 benchmarks/decode_loop.py and the reference of tests/test_token_sampling.py; not used by cascade itself.
 
     groups = generate(generator, prompts, n=8, max_new_tokens=64, temperature=1.0, top_p=0.95)
@@ -14,9 +14,9 @@ from typing import Any
 
 import torch
 
-from cascade_cli.engines.local.fast_attention import cached_forward
-from cascade_cli.engines.local.generation import Completion, Sampling, _stop_token_ids
-from cascade_cli.engines.local.hf_decode import completion, prefill
+from cascade_cli.engines.local.ops.fast_attention import cached_forward
+from cascade_cli.engines.local.rollout.generation import Completion, Sampling, _stop_token_ids
+from cascade_cli.engines.local.rollout.hf_decode import completion, prefill
 
 
 def generate(self: Any, prompts: list[str], **kwargs: Any) -> list[list[Completion]]:

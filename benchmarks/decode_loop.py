@@ -120,7 +120,7 @@ def profile_table(run: Callable[[], Any], device: str, rows: int = 10) -> str:
 
 
 def measure_model(name: str, model_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
-    from cascade_cli.engines.local.generation import Generator
+    from cascade_cli.engines.local.rollout.generation import Generator
 
     generator = Generator(model_dir, backend="hf", seed=0, device=args.device, max_batch_size=max(args.batches))
     print(f"\n== {name}: {model_dir.name}, device {model_device(generator.model)}, "
@@ -187,7 +187,7 @@ def main() -> None:
 
     import torch
 
-    from cascade_cli.models.tiny import resolve_model
+    from cascade_cli.models.resolve import resolve_model
 
     torch.set_num_threads(args.threads)
     args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")

@@ -12,7 +12,7 @@ load / engine start), the ratios, and whether `Generator(backend="auto")` picks 
 
 With `--model SPEC` (a real model, e.g. SmolLM2) only that model runs, the hf loop also under bf16 autocast
 (`hf_loop_bf16`, measured to show that decoding gains nothing from it), vLLM's CPU engine computes on the
-same `--threads` (`VLLM_CPU_OMP_THREADS_BIND=nobind`), and the `auto` rule (engines/local/rollout_backend.py)
+same `--threads` (`VLLM_CPU_OMP_THREADS_BIND=nobind`), and the `auto` rule (engines/local/rollout/rollout_backend.py)
 is checked against the faster side with this run's token budget: auto must reach 0.95x of the best.
 `--batches B` generates the same batch B times on one engine, as B steps of a GRPO stage do (the engine
 start is paid once): one batch is an evaluation-sized job, several a stage.
@@ -113,7 +113,7 @@ def run_side(
     texts = prompts(count)
     started = time.perf_counter()
     if side in ("vllm", "hf_loop", "hf_loop_bf16"):
-        from cascade_cli.engines.local.generation import Generator
+        from cascade_cli.engines.local.rollout.generation import Generator
 
         backend = "vllm" if side == "vllm" else "hf"
         generator = Generator(model_dir, backend=backend, seed=seed, bf16=side == "hf_loop_bf16")
@@ -232,8 +232,8 @@ def main() -> None:
         print(json.dumps(result))
         return
 
-    from cascade_cli.engines.local.generation import count_parameters, resolve_backend
-    from cascade_cli.models.tiny import resolve_model
+    from cascade_cli.engines.local.rollout.generation import count_parameters, resolve_backend
+    from cascade_cli.models.resolve import resolve_model
 
     device = "cuda" if _cuda() else "cpu"
     print(
@@ -293,7 +293,7 @@ def planned_tokens(args: argparse.Namespace) -> int:
 
 def check_auto(results: dict, model_dir: Path, params: int, device: str, args: argparse.Namespace) -> None:
     """What `auto` gives a GRPO trainer with this run's token budget, against the best side measured."""
-    from cascade_cli.engines.local.generation import resolve_backend
+    from cascade_cli.engines.local.rollout.generation import resolve_backend
 
     planned = planned_tokens(args)
     backend = resolve_backend("auto", model_dir, device, planned_tokens=planned)

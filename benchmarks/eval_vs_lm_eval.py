@@ -37,7 +37,7 @@ from cascade_cli.data.formats_real import GSM8K_TEMPLATE
 from cascade_cli.evaluation.benchmarks_real import GSM8K_FILE
 from cascade_cli.evaluation.run import evaluate_checkpoint, score_responses
 from cascade_cli.models.loader import load_tokenizer
-from cascade_cli.models.tiny import resolve_model
+from cascade_cli.models.resolve import resolve_model
 from cascade_cli.template_choice import choose_template
 
 IFEVAL_FILE = "ifeval/input_data.jsonl"

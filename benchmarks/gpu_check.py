@@ -91,7 +91,7 @@ def versions() -> None:
     import torch
     import transformers
 
-    from cascade_cli.engines.local.rollout_backend import vllm_available
+    from cascade_cli.engines.local.rollout.rollout_backend import vllm_available
 
     line = f"python {platform.python_version()}, torch {torch.__version__}, transformers {transformers.__version__}"
     if vllm_available():
@@ -177,7 +177,7 @@ def generation_sides(model_dir: Path, sampler: GpuSampler, quick: bool) -> float
     """Tokens/s of each generation side on one batch (eval_generation.py's child processes)."""
     import eval_generation
 
-    from cascade_cli.engines.local.rollout_backend import vllm_available
+    from cascade_cli.engines.local.rollout.rollout_backend import vllm_available
 
     args = argparse.Namespace(prompts=2 if quick else 32, n=4 if quick else 8, max_new_tokens=16 if quick else 128,
                               seed=0, threads=max(1, (os.cpu_count() or 2) - 1), batches=1, timeout=600,
@@ -205,7 +205,7 @@ def profile_decode(model_dir: Path, quick: bool) -> None:
     import torch
     from decode_loop import model_device, profile_table, prompts_for
 
-    from cascade_cli.engines.local.generation import Generator
+    from cascade_cli.engines.local.rollout.generation import Generator
 
     generator = Generator(model_dir, backend="hf", seed=0)
     prompts = prompts_for(generator.tokenizer, 2 if quick else 32)
@@ -248,7 +248,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     began = time.perf_counter()
     versions()
-    from cascade_cli.models.tiny import resolve_model
+    from cascade_cli.models.resolve import resolve_model
 
     converted = time.perf_counter()
     model_dir = resolve_model(args.model)

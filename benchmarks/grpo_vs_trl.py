@@ -14,7 +14,7 @@ each is warm-up and is not counted. Prints the median seconds per step, cascade'
 This is one synthetic step, not a recipe's: one batch of 8 fixed prompts x 8, a toy reward, top-p 1 and no
 dynamic filtering. A recipe's step (recipes/smol-if.yaml) generates as many rounds as dynamic filtering needs
 to find 8 groups whose rewards differ (at a weak model's pass rate, 13-54 groups drawn), longer prompts with
-constraints attached, and scores them with the real verifier: `benchmarks/recipe_step.py` times that step.
+constraints attached, and scores them with the real verifier: `experiments/recipe_step.py` times that step.
 
     python benchmarks/grpo_vs_trl.py [--model smollm2-135m] [--steps 3] [--threads 2] [--max-new-tokens 64]
 """
@@ -135,10 +135,12 @@ def run_trl(model_dir: str, steps: int, max_new: int, bf16: bool, baton: Baton) 
 
 
 def run_cascade(model_dir: str, steps: int, max_new: int, baton: Baton, backend: str = "hf") -> dict:
+    from bench_stage import bare_stage
+
     from cascade_cli.config.grpo import RLVRConfig, RolloutConfig
-    from cascade_cli.engines.local.generation import Generator
-    from cascade_cli.engines.local.grpo import build_run, train_step
-    from cascade_cli.engines.local.rl_rewards import RewardHook
+    from cascade_cli.engines.local.rollout.generation import Generator
+    from cascade_cli.engines.local.train.grpo import build_run, train_step
+    from cascade_cli.engines.local.train.rl_rewards import RewardHook
     from cascade_cli.verifiers.base import Score
 
     class DigitShare(RewardHook):
@@ -166,16 +168,17 @@ def run_cascade(model_dir: str, steps: int, max_new: int, baton: Baton, backend:
         resume=False,
         rollout=RolloutConfig(backend=backend),
     )
-    run = build_run(config, rows, DigitShare(), domain="math", mode="no_think", eval_rows=None)
+    stage = bare_stage(config)
+    run, _ = build_run(stage, rows, DigitShare(), domain="math", mode="no_think")
     run.generator = Generator.for_policy(
-        run.policy, run.tokenizer, run.init, backend=backend, seed=config.seed,
+        run.policy, run.tokenizer, str(stage.init), backend=backend, seed=config.seed,
         max_batch_size=config.rollout.max_batch_size,
     )
     times, split = [], []
     for step in range(steps):
         baton.acquire()
         began = time.perf_counter()
-        metrics = train_step(run, step)
+        metrics, _ = train_step(run, step)
         times.append(time.perf_counter() - began)
         split.append({key: metrics[f"time_{key}"] for key in ("generate", "train", "verify_wait", "sync")})
         split[-1]["loss_tokens"] = metrics["loss_tokens"]
@@ -215,7 +218,7 @@ def main() -> None:
         print("RESULT " + json.dumps(result))
         return
 
-    from cascade_cli.models.tiny import resolve_model
+    from cascade_cli.models.resolve import resolve_model
 
     model_dir = str(resolve_model(args.model))
     work = Path(tempfile.mkdtemp(prefix="grpo-bench-"))

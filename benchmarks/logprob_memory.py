@@ -4,7 +4,7 @@ A random Qwen3 with a large vocabulary (default 50k), one micro-batch of B respo
 prompt, forward + backward of the token-level GRPO loss with the entropy computed too (tests/test_losses.py
 runs the chunked side of this script to bound it). `full` is the usual
 computation (the model's [B, T, V] logits, a float32 log-softmax and entropy over the whole vocabulary);
-`chunked` is cascade's (`engines/local/logprobs.py`: the LM head applied `--chunk` positions at a time and
+`chunked` is cascade's (`engines/local/ops/logprobs.py`: the LM head applied `--chunk` positions at a time and
 recomputed in backward). Each runs in a fresh process; prints the growth of peak RSS and the ratio.
 
     python benchmarks/logprob_memory.py [--vocab 50000] [--batch 8] [--length 1024] [--chunk 256]
@@ -24,8 +24,8 @@ import json, resource, sys, time
 import torch
 from transformers import AutoModelForCausalLM, Qwen3Config, Qwen3ForCausalLM
 from cascade_cli.models.attention import use_gqa_sdpa
-from cascade_cli.engines.local.logprobs import response_hidden, token_logprobs
-from cascade_cli.engines.local.losses import grpo_loss
+from cascade_cli.engines.local.ops.logprobs import response_hidden, token_logprobs
+from cascade_cli.engines.local.ops.losses import grpo_loss
 
 path, model_dir = sys.argv[1], sys.argv[7]
 vocab, batch, length, chunk, bonus = (int(v) for v in sys.argv[2:7])

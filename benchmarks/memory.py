@@ -4,9 +4,9 @@ checkpointing off vs on.
 One micro-batch of B responses x T tokens after a short shared prompt (default 8 x 1024 on SmolLM2-135M,
 vocabulary 49,152), forward + backward of the token-level GRPO loss with the entropy metric. `full` is the usual
 computation (the model's [B, T, V] logits, a float32 log-softmax and entropy over them); `chunked` is cascade's
-(engines/local/logprobs.py: hidden states, then the LM head `--chunk` positions at a time). With checkpointing
+(engines/local/ops/logprobs.py: hidden states, then the LM head `--chunk` positions at a time). With checkpointing
 the decoder layers are recomputed in backward (transformers' non-reentrant checkpointing; the trainer then runs
-each row as prompt + response, engines/local/grad_checkpointing.py). Each case runs in a fresh process
+each row as prompt + response, engines/local/ops/grad_checkpointing.py). Each case runs in a fresh process
 (benchmarks/logprob_memory.py's worker), so its peak RSS is its own; a case that would not fit in the memory
 free at the start fails with an allocation error and is reported as such.
 
@@ -40,7 +40,7 @@ def _worker():
 
 def resolve(model: str) -> str:
     """A local HF model directory for `model` (a cascade model spec, a directory, or the fallback path)."""
-    from cascade_cli.models.tiny import resolve_model
+    from cascade_cli.models.resolve import resolve_model
 
     try:
         path = resolve_model(model)

@@ -35,10 +35,10 @@ def main() -> None:
 
     from cascade_cli.chat import render_prompt
     from cascade_cli.data import tiny_tasks
-    from cascade_cli.engines.local.generation import Generator
-    from cascade_cli.engines.local.logprobs import response_hidden, token_logprobs
+    from cascade_cli.engines.local.ops.logprobs import response_hidden, token_logprobs
+    from cascade_cli.engines.local.rollout.generation import Generator
     from cascade_cli.models.loader import quiet_transformers
-    from cascade_cli.models.tiny import resolve_model
+    from cascade_cli.models.resolve import resolve_model
 
     torch.set_num_threads(args.threads)
     quiet_transformers()

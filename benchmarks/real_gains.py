@@ -114,8 +114,8 @@ def run_overrides(seed: int, out: Path, max_tokens: int, overrides: list[str]) -
 
 def recipe_eval(recipe: str, overrides: list[str]) -> tuple[list[str], str]:
     """The benchmarks the recipe's evaluations run and the fingerprint `recipe run` records for them."""
-    from cascade_cli.checkpoint import config_fingerprint
     from cascade_cli.config.structure import to_plain
+    from cascade_cli.manifest import config_fingerprint
     from cascade_cli.recipe.loader import load_recipe
 
     evaluation = load_recipe(recipe, overrides).eval

@@ -34,15 +34,15 @@ def main() -> None:
     args = parser.parse_args()
 
     import torch
+    from bench_stage import bare_stage
     from datasets import Dataset
     from transformers.utils import logging as hf_logging
     from trl import RewardConfig, RewardTrainer
 
     from cascade_cli.config.rm import RewardModelConfig
     from cascade_cli.data.tiny_tasks import generate
-    from cascade_cli.engines.local import reward_model as rm
-    from cascade_cli.engines.local.compute import configure_threads
-    from cascade_cli.engines.local.stage import Stage
+    from cascade_cli.engines.local.ops.compute import configure_threads
+    from cascade_cli.engines.local.train import reward_model as rm
     from cascade_cli.verifiers.reward_model import encode, load_reward_model, rm_text
 
     hf_logging.set_verbosity_error()
@@ -56,7 +56,7 @@ def main() -> None:
     )
 
     def run_ours() -> tuple[float, float]:
-        model, tokenizer, summary = rm.train_reward_model(Stage.bare(config), train, [])
+        model, tokenizer, summary = rm.train_reward_model(bare_stage(config), train, [])
         return summary["tokens_per_s"], rm.pairwise_metrics(model, tokenizer, heldout, config)["accuracy"]
 
     def run_trl() -> tuple[float, float]:

@@ -89,8 +89,8 @@ def make_rows(count: int, seed: int) -> list[dict]:
 def run_cascade(model_dir: Path, data: Path, out: Path, args, packing: bool, compile_: bool) -> dict:
     from typer.testing import CliRunner
 
-    from cascade_cli.checkpoint import read_manifest
     from cascade_cli.cli import app
+    from cascade_cli.manifest import read_manifest
 
     overrides = [
         f"batch_size={args.batch_size}",
@@ -267,10 +267,10 @@ def main() -> None:
     args = parser.parse_args()
 
 
-    from cascade_cli.engines.local.compute import configure_threads
+    from cascade_cli.engines.local.ops.compute import configure_threads
     from cascade_cli.jsonl import write_jsonl
     from cascade_cli.models.loader import quiet_transformers
-    from cascade_cli.models.tiny import resolve_model
+    from cascade_cli.models.resolve import resolve_model
 
     args.threads = configure_threads(args.threads or None)
     quiet_transformers()

@@ -1,8 +1,8 @@
 """Decoding n samples per prompt: the prompt's KV cache held once (`SharedPrompt`) vs repeated n times.
 
-The hf rollout loop (engines/local/generation.py) prefills each prompt once. It used to copy the prompt's
+The hf rollout loop (engines/local/rollout/generation.py) prefills each prompt once. It used to copy the prompt's
 keys and values for every sample, so each decode step read them n times; now the samples attend to one
-copy (engines/local/fast_attention.py, `SharedPrompt`). Both sides sample the same tokens from the same
+copy (engines/local/ops/fast_attention.py, `SharedPrompt`). Both sides sample the same tokens from the same
 seed (checked), so the comparison is pure speed. The shapes are the tiny recipe's: its RL domains' prompts
 with the stages' group sizes and response limits, and the per-stage evaluation (k=4, 160 tokens). Sides
 run in child processes, alternating, `--rounds` times each (this shared machine's speed drifts).
@@ -38,8 +38,8 @@ def worker(
 
     from cascade_cli.chat import render_prompt
     from cascade_cli.data.tiny_tasks import generate
-    from cascade_cli.engines.local.generation import Generator
-    from cascade_cli.models.tiny import resolve_model
+    from cascade_cli.engines.local.rollout.generation import Generator
+    from cascade_cli.models.resolve import resolve_model
     from cascade_cli.records import row_prompt
 
     torch.set_num_threads(threads)

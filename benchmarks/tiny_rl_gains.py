@@ -10,7 +10,7 @@ mean gain per stage over the seeds.
     python benchmarks/tiny_rl_gains.py [--seeds 0 1 2] [--parallel 2] [--out runs/rl_gains] [override ...]
 
 Overrides are recipe dotlist overrides. The evaluations after each stage stay on: the recipe's last stage
-(distill) takes its teachers from them (`best:tiny_*`; benchmarks/tiny_mopd_gains.py measures it).
+(distill) takes its teachers from them (`best:tiny_*`; experiments/tiny_mopd_gains.py measures it).
 With --parallel N, N seeds run at once, each with 2/N torch threads.
 """
 

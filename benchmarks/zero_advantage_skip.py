@@ -51,14 +51,14 @@ def every_response_update(run, groups, temperature: float) -> None:
     """The loop before the skip: every response of the step through micro_step, the same normaliser."""
     import torch
 
-    from cascade_cli.engines.local import grpo
+    from cascade_cli.engines.local.train import grpo_step
 
-    batch = [grpo.TrainSequence(g.prompt_ids, c.token_ids, a, m, None, c.token_logprobs)
+    batch = [grpo_step.TrainSequence(g.prompt_ids, c.token_ids, a, m, None, c.token_logprobs)
              for g in groups for c, a, m in zip(g.completions, g.advantages, g.loss_mask, strict=True)]  # fmt: skip
     normaliser = sum(len(s.response_ids) for s in batch if s.keep)
     run.optimizer.zero_grad(set_to_none=True)
     for start in range(0, len(batch), run.micro_batch):
-        grpo.micro_step(run, batch[start : start + run.micro_batch], normaliser, temperature)
+        grpo_step.micro_step(run, batch[start : start + run.micro_batch], normaliser, temperature)
     torch.nn.utils.clip_grad_norm_(run.policy.parameters(), run.config.max_grad_norm)
     run.optimizer.step()
 
@@ -78,16 +78,17 @@ def main() -> None:
         parser.error(f"--informative: expected a share between 0 and 1; found {args.informative}")
 
     import torch
+    from bench_stage import bare_stage
 
     from cascade_cli.config.grpo import RLVRConfig
-    from cascade_cli.engines.local import grpo
-    from cascade_cli.engines.local.rl_rewards import RewardHook
+    from cascade_cli.engines.local.train import grpo, grpo_step
+    from cascade_cli.engines.local.train.rl_rewards import RewardHook
 
     config = RLVRConfig(domain="code", init=args.model, data="-", out=tempfile.mkdtemp(prefix="skip-bench-"),
                         prompts_per_step=args.prompts, group_size=args.group_size, max_response_len=args.response_len,
                         lr=2e-5, resume=False)  # fmt: skip
     rows = [{"id": "0", "prompt": "x " * args.prompt_len, "label": None}]
-    base = grpo.build_run(config, rows, RewardHook(), domain="code", mode="no_think", eval_rows=None)
+    base, _ = grpo.build_run(bare_stage(config), rows, RewardHook(), domain="code", mode="no_think")
     torch.set_num_threads(args.threads)  # after build_run, whose stage set-up picks the idle cores
     groups = make_groups(args.prompts, args.group_size, args.prompt_len, args.response_len, args.informative,
                          base.policy.config.vocab_size)  # fmt: skip
@@ -102,7 +103,7 @@ def main() -> None:
             base.optimizer = torch.optim.AdamW(base.policy.parameters(), lr=config.lr)  # fresh moments each time
             began = time.perf_counter()
             if side == "skip":
-                grpo.policy_update(base, groups, 1.0)
+                grpo_step.policy_update(base, groups, 1.0)
             else:
                 every_response_update(base, groups, 1.0)
             seconds[side].append(time.perf_counter() - began)

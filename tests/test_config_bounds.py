@@ -15,7 +15,7 @@ import yaml
 
 from cascade_cli.config.checks import OneOf, Range, bounds_of, nested_config, scalar_type
 from cascade_cli.config.eval import EvalConfig, EvalSettings
-from cascade_cli.stages import STAGE_KINDS
+from cascade_cli.stage_kinds import STAGE_KINDS
 
 # What each stage command needs besides the key under test (a --data that does not exist: if a bad value
 # were let through, the run would stop on the missing data with another message, and the test fails).
@@ -171,7 +171,7 @@ def test_a_run_of_a_stage_built_in_python_checks_it_too(tmp_path: Path):
     """Configs built in Python (tests, scripts) meet the same checks at `run_config`, before any work."""
     from cascade_cli.config.grpo import RLVRConfig
     from cascade_cli.errors import CascadeUsageError
-    from cascade_cli.stages import run_config
+    from cascade_cli.stage_kinds import run_config
 
     config = RLVRConfig(domain="math", init="tiny", data="missing.jsonl", out=str(tmp_path / "o"), steps=-3)
     with pytest.raises(CascadeUsageError, match="steps: expected an integer >= 1, found -3"):

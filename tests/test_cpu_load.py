@@ -9,7 +9,7 @@ import sys
 import time
 
 from cascade_cli import cpu_load
-from cascade_cli.engines.local import compute
+from cascade_cli.engines.local.ops import compute
 
 
 def _spin(seconds: float) -> subprocess.Popen:

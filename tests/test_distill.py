@@ -15,17 +15,18 @@ import torch
 from safetensors.torch import load_file
 
 from cascade_cli import verifiers
-from cascade_cli.checkpoint import read_manifest, read_metrics
 from cascade_cli.config.distill import DistillConfig
 from cascade_cli.config.sft import SFTConfig
-from cascade_cli.engines.local import distill
-from cascade_cli.engines.local.grpo import TrainSequence, sequence_logprobs
-from cascade_cli.engines.local.logprobs import response_hidden, token_logprobs
-from cascade_cli.engines.local.losses import mopd_loss
-from cascade_cli.engines.local.optim import linear_warmup
-from cascade_cli.engines.local.rl_data import DomainMixSampler
-from cascade_cli.engines.local.sft import run_sft
+from cascade_cli.engines.local.ops.logprobs import response_hidden, token_logprobs
+from cascade_cli.engines.local.ops.losses import mopd_loss
+from cascade_cli.engines.local.ops.optim import linear_warmup
+from cascade_cli.engines.local.train import distill
+from cascade_cli.engines.local.train.grpo import load_frozen
+from cascade_cli.engines.local.train.grpo_step import TrainSequence, sequence_logprobs
+from cascade_cli.engines.local.train.rl_data import DomainMixSampler
+from cascade_cli.engines.local.train.sft import run_sft
 from cascade_cli.jsonl import write_jsonl
+from cascade_cli.manifest import read_manifest, read_metrics
 from cascade_cli.models.loader import load_model, load_tokenizer
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -212,7 +213,7 @@ def test_each_response_is_scored_by_its_own_domains_teacher(models):
 
 
 def test_teachers_load_once_frozen_and_shared_by_domains_naming_one_checkpoint(models):
-    teachers = distill.load_teachers({"if": models[1], "math": models[1], "code": models[2]}, "auto", "cpu")
+    teachers = load_frozen({"if": models[1], "math": models[1], "code": models[2]}, "auto", "cpu")
     assert teachers["if"] is teachers["math"] and teachers["code"] is not teachers["if"]
     for teacher in teachers.values():
         assert not teacher.training and not any(p.requires_grad for p in teacher.parameters())

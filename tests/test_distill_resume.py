@@ -1,5 +1,5 @@
 """Kill -9 the real `cascade distill` and rerun the same command: the final weights and metrics equal an
-uninterrupted run (GRPO's resume protocol, engines/local/checkpoint.py, with the teachers loaded afresh and
+uninterrupted run (GRPO's resume protocol, engines/local/train/trainer_state.py, with the teachers loaded afresh and
 the learning-rate warm-up a function of the step).
 
 Kill points as in test_grpo_resume.py: right after the step-2 checkpoint, between the two renames of step 4's,
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from cascade_cli.checkpoint import read_metrics  # noqa: E402
 from cascade_cli.jsonl import write_jsonl  # noqa: E402
+from cascade_cli.manifest import read_metrics  # noqa: E402
 from test_grpo_resume import cascade, kill_then_rerun  # noqa: E402
 from test_grpo_support import build_model_dir, toy_rows  # noqa: E402
 

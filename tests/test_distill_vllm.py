@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from cascade_cli.checkpoint import read_metrics
-from cascade_cli.engines.local.generation import vllm_available
+from cascade_cli.engines.local.rollout.generation import vllm_available
+from cascade_cli.manifest import read_metrics
 
 SCRIPT = textwrap.dedent(
     """
@@ -22,7 +22,7 @@ SCRIPT = textwrap.dedent(
     from cascade_cli import verifiers
     from cascade_cli.config.distill import DistillConfig
     from cascade_cli.config.grpo import RolloutConfig
-    from cascade_cli.engines.local import distill
+    from cascade_cli.engines.local.train import distill
     from cascade_cli.jsonl import write_jsonl
     from test_grpo_support import build_model_dir, toy_rows
 

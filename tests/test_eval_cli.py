@@ -70,7 +70,7 @@ def _quiz(tmp_path: Path) -> Path:
 
 
 def test_eval_end_to_end_on_the_tiny_model(tiny_model: Path, tmp_path: Path) -> None:
-    pytest.importorskip("cascade_cli.engines.local.generation")
+    pytest.importorskip("cascade_cli.engines.local.rollout.generation")
     quiz = _quiz(tmp_path)
     out = tmp_path / "eval"
     result = CliRunner().invoke(
@@ -109,7 +109,7 @@ def test_eval_end_to_end_on_the_tiny_model(tiny_model: Path, tmp_path: Path) -> 
 
 
 def test_evaluate_checkpoint_python_api(tiny_model: Path, tmp_path: Path) -> None:
-    pytest.importorskip("cascade_cli.engines.local.generation")
+    pytest.importorskip("cascade_cli.engines.local.rollout.generation")
     from cascade_cli.config.eval import EvalConfig
     from cascade_cli.evaluation import evaluate_stage, write_report
 
@@ -161,7 +161,7 @@ def test_eval_plans_its_tokens_so_auto_takes_vllm_for_a_full_benchmark_on_cpu(sh
     """`cascade eval` hands `auto` the tokens it will generate: a full IFEval pass of a 135M model on a CPU
     pays back vLLM's engine start; four prompts do not."""
     from cascade_cli.config.eval import EvalSettings
-    from cascade_cli.engines.local.rollout_backend import pick_backend
+    from cascade_cli.engines.local.rollout.rollout_backend import pick_backend
     from cascade_cli.evaluation.benchmarks import resolve_benchmarks
     from cascade_cli.evaluation.run import planned_tokens
 

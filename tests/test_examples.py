@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cascade_cli.checkpoint import read_manifest
+from cascade_cli.manifest import read_manifest
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"

@@ -10,8 +10,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from cascade_cli.chat import render_prompt
-from cascade_cli.engines.local.fast_attention import PreallocatedKVCache, SharedPrompt
-from cascade_cli.engines.local.generation import Generator
+from cascade_cli.engines.local.ops.fast_attention import PreallocatedKVCache, SharedPrompt
+from cascade_cli.engines.local.rollout.generation import Generator
 from cascade_cli.models.attention import GQA_SDPA, use_gqa_sdpa
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from cascade_cli.chat import render_prompt
-from cascade_cli.engines.local.generation import Generator, resolve_backend, vllm_available
-from cascade_cli.engines.local.token_sampling import TokenSampler
+from cascade_cli.engines.local.rollout.generation import Generator, resolve_backend, vllm_available
+from cascade_cli.engines.local.rollout.token_sampling import TokenSampler
 from cascade_cli.errors import CascadeUsageError
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -151,7 +151,7 @@ VLLM_SCRIPT = textwrap.dedent(
     import json, sys
     import torch
     from transformers import AutoModelForCausalLM
-    from cascade_cli.engines.local.generation import Generator
+    from cascade_cli.engines.local.rollout.generation import Generator
 
     if __name__ == "__main__":
         model_dir, other_dir, prompts = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])

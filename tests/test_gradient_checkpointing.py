@@ -13,24 +13,27 @@ from cascade_cli.config.build import build_stage_config
 from cascade_cli.config.common import LoRAConfig
 from cascade_cli.config.grpo import RLVRConfig
 from cascade_cli.config.sft import SFTConfig
-from cascade_cli.engines.local import grad_checkpointing, grpo, lora
-from cascade_cli.engines.local.logprobs import response_hidden, token_logprobs
-from cascade_cli.engines.local.losses import grpo_loss
-from cascade_cli.engines.local.reward_model import bradley_terry_loss
-from cascade_cli.engines.local.rl_rewards import RewardHook
-from cascade_cli.engines.local.sft import step_loss
-from cascade_cli.engines.local.stage import prepare_for_training
+from cascade_cli.engines.local.ops import grad_checkpointing, lora
+from cascade_cli.engines.local.ops.logprobs import response_hidden, token_logprobs
+from cascade_cli.engines.local.ops.losses import grpo_loss
+from cascade_cli.engines.local.train import grpo
+from cascade_cli.engines.local.train.reward_model import bradley_terry_loss
+from cascade_cli.engines.local.train.rl_rewards import RewardHook
+from cascade_cli.engines.local.train.sft import step_loss
+from cascade_cli.engines.local.train.stage import prepare_for_training
 from cascade_cli.errors import CascadeUsageError
-from cascade_cli.models import loader, tiny
+from cascade_cli.models import loader
+from cascade_cli.models.resolve import resolve_model
 from cascade_cli.verifiers.base import Score
 from cascade_cli.verifiers.reward_model import load_reward_model, rewards_of
+from stage_helpers import bare_stage
 
 SMOLLM2 = Path("/work/models/smollm2-135m")
 
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory) -> Path:
-    return tiny.resolve_model("tiny", tmp_path_factory.mktemp("ckpt") / "models")
+    return resolve_model("tiny", tmp_path_factory.mktemp("ckpt") / "models")
 
 
 def gradients(model, loss_fn) -> dict[str, torch.Tensor]:
@@ -149,7 +152,7 @@ def test_auto_splits_a_grpo_step_into_micro_batches_before_checkpointing(tiny_di
         domain="math", init=str(tiny_dir), data="-", out=str(tmp_path / "out"), steps=1, prompts_per_step=2,
         group_size=2, max_response_len=row_tokens - 64, max_prompt_len=64, train_micro_batch=64,
     )  # fmt: skip
-    run = grpo.build_run(config, rows, LetterShare(), domain="math", mode="no_think", eval_rows=None)
+    run, _ = grpo.build_run(bare_stage(config), rows, LetterShare(), domain="math", mode="no_think")
     run.pool.shutdown()
     assert run.micro_batch == 8 and not run.policy.is_gradient_checkpointing  # the 8 rows fit: no recompute
 

@@ -12,14 +12,14 @@ import pytest
 import torch
 
 from cascade_cli import verifiers
-from cascade_cli.checkpoint import read_manifest, read_metrics
 from cascade_cli.config.grpo import PhaseConfig, RLVRConfig
-from cascade_cli.engines.local import grpo
-from cascade_cli.engines.local.grpo import run_rlvr
-from cascade_cli.engines.local.logprobs import response_hidden
-from cascade_cli.engines.local.losses import group_advantages, grpo_loss, is_uniform, training_rewards
-from cascade_cli.engines.local.rl_data import KeepRate, PromptSampler, prompt_mode
+from cascade_cli.engines.local.ops.logprobs import response_hidden
+from cascade_cli.engines.local.ops.losses import group_advantages, grpo_loss, is_uniform, training_rewards
+from cascade_cli.engines.local.train import grpo_step
+from cascade_cli.engines.local.train.grpo import run_rlvr
+from cascade_cli.engines.local.train.rl_data import KeepRate, PromptSampler, prompt_mode
 from cascade_cli.jsonl import write_jsonl
+from cascade_cli.manifest import read_manifest, read_metrics
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_grpo_support import (  # noqa: E402
@@ -179,7 +179,7 @@ def test_responses_with_no_advantage_skip_the_backward_and_leave_the_update_unch
                         advantages=[0.0, 0.0], loss_mask=[True, True]),
     ]  # fmt: skip
 
-    original = grpo.micro_step
+    original = grpo_step.micro_step
 
     def update(entropy_coef: float) -> tuple[dict[str, torch.Tensor], list[int]]:
         model = AutoModelForCausalLM.from_pretrained(tiny_dir, dtype=torch.float32)
@@ -187,11 +187,11 @@ def test_responses_with_no_advantage_skip_the_backward_and_leave_the_update_unch
         config = SimpleNamespace(loss_aggregation="token", entropy_coef=entropy_coef, kl_coef=0.0, max_grad_norm=1e9,
                                  logprob_chunk_tokens=0)  # fmt: skip
         run = SimpleNamespace(config=config, policy=model, optimizer=torch.optim.SGD(model.parameters(), lr=1.0),
-                              reference=None, loss_step=None, micro_batch=2, rows=[{"domain": "math"}] * 2,
+                              reference=None, objective=grpo_step.Objective(), micro_batch=2, rows=[{"domain": "math"}] * 2,
                               device="cpu", bf16=False, pad_id=0)  # fmt: skip
         seen: list[int] = []
-        monkeypatch.setattr(grpo, "micro_step", lambda r, micro, *a: seen.extend(len(s.response_ids) for s in micro) or original(r, micro, *a))
-        grpo.policy_update(run, groups, 1.0)
+        monkeypatch.setattr(grpo_step, "micro_step", lambda r, micro, *a: seen.extend(len(s.response_ids) for s in micro) or original(r, micro, *a))
+        grpo_step.policy_update(run, groups, 1.0)
         return {n: p.detach() - before[n] for n, p in model.named_parameters()}, seen
 
     skipped, trained_rows = update(entropy_coef=0.0)
@@ -352,7 +352,7 @@ def test_verifier_error_scores_zero_and_the_run_continues(tmp_path, tiny_dir, to
 
 
 # The unpatched functions, wrapped by the timing test below (which patches twice).
-_GENERATE_GROUPS, _LETTER_VERIFY = grpo.generate_groups, LetterVerifier.verify_one
+_GENERATE_GROUPS, _LETTER_VERIFY = grpo_step.generate_groups, LetterVerifier.verify_one
 
 
 def _generation_and_verification_intervals(config: RLVRConfig, monkeypatch) -> tuple[list, list]:
@@ -374,7 +374,7 @@ def _generation_and_verification_intervals(config: RLVRConfig, monkeypatch) -> t
         finally:
             verifying.append((began, time.perf_counter()))
 
-    monkeypatch.setattr(grpo, "generate_groups", timed_generate)
+    monkeypatch.setattr(grpo_step, "generate_groups", timed_generate)
     monkeypatch.setattr(LetterVerifier, "verify_one", slow_verify)
     run_rlvr(config)
     return generating, verifying
@@ -496,7 +496,7 @@ def test_phases_schedule_length_and_temperature(tmp_path, tiny_dir, toy_verifier
 
 
 def test_resume_after_a_crash_reproduces_the_uninterrupted_run(tmp_path, tiny_dir, toy_verifier, monkeypatch):
-    from cascade_cli.engines.local import rl_rewards
+    from cascade_cli.engines.local.train import rl_rewards
 
     settings = dict(steps=4, save_every=2, epoch_filter=True)
     (tmp_path / "a").mkdir()

@@ -2,7 +2,7 @@
 equal an uninterrupted run. A completed rerun trains nothing and exits 0 (it used to train the last steps
 again), a changed config exits 2 naming the key, and `restart=true` trains afresh.
 
-Kill points: the CASCADE_KILL_DURING_SAVE hook of engines/local/checkpoint.py ("2:done" right after the
+Kill points: the CASCADE_KILL_DURING_SAVE hook of engines/local/train/trainer_state.py ("2:done" right after the
 step-2 checkpoint, "4" halfway through writing step 4's state, "4:swap" between its two renames) and
 test_grpo_support.KILL_AT_SCORE inside the reward hook (the held-out eval before training is call 1, step
 k's scoring is call k + 1): during step 5, after the step-4 checkpoint, and during step 1, before any.
@@ -20,9 +20,9 @@ import pytest
 from safetensors.torch import load_file
 
 sys.path.insert(0, str(Path(__file__).parent))
-from cascade_cli.checkpoint import read_manifest, read_metrics  # noqa: E402
-from cascade_cli.engines.local.checkpoint import KILL_HOOK  # noqa: E402
+from cascade_cli.engines.local.train.trainer_state import KILL_HOOK  # noqa: E402
 from cascade_cli.jsonl import write_jsonl  # noqa: E402
+from cascade_cli.manifest import read_manifest, read_metrics  # noqa: E402
 from test_grpo_support import KILL_AT_SCORE, TIME_KEYS, build_model_dir, toy_rows, without_timings  # noqa: E402
 
 # (kill point, step the rerun resumes from; 0: it starts over)

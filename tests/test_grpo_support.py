@@ -88,7 +88,7 @@ def cli_main() -> None:
     kill point inside scoring: `KILL_AT_SCORE=N` SIGKILLs the process at its Nth `VerifierReward.score`."""
     from cascade_cli import verifiers
     from cascade_cli.cli import main
-    from cascade_cli.engines.local import rl_rewards
+    from cascade_cli.engines.local.train import rl_rewards
 
     verifiers._REGISTRY[TOY_DOMAIN] = "test_grpo_support:LetterVerifier"
     wanted, calls, real_score = int(os.environ.get(KILL_AT_SCORE) or 0), [0], rl_rewards.VerifierReward.score

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cascade_cli.checkpoint import read_metrics
-from cascade_cli.engines.local.generation import vllm_available
+from cascade_cli.engines.local.rollout.generation import vllm_available
+from cascade_cli.manifest import read_metrics
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_grpo_support import without_timings  # noqa: E402
@@ -24,8 +24,8 @@ SCRIPT = textwrap.dedent(
     sys.path.insert(0, sys.argv[1])
     from cascade_cli import verifiers
     from cascade_cli.config.grpo import RLVRConfig, RolloutConfig
-    from cascade_cli.engines.local import rl_rewards
-    from cascade_cli.engines.local.grpo import run_rlvr
+    from cascade_cli.engines.local.train import rl_rewards
+    from cascade_cli.engines.local.train.grpo import run_rlvr
     from cascade_cli.jsonl import write_jsonl
     from test_grpo_support import build_model_dir, toy_rows
 

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from cascade_cli.chat import render_prompt
-from cascade_cli.checkpoint import read_manifest, read_metrics
 from cascade_cli.config.grpo import RLVRConfig
-from cascade_cli.engines.local import if_rm_bonus
-from cascade_cli.engines.local.grpo import run_rlvr
-from cascade_cli.engines.local.if_rm_bonus import IfRewardModelBonus
-from cascade_cli.engines.local.rl_rewards import VerifierReward
+from cascade_cli.engines.local.train import if_rm_bonus
+from cascade_cli.engines.local.train.grpo import run_rlvr
+from cascade_cli.engines.local.train.if_rm_bonus import IfRewardModelBonus
+from cascade_cli.engines.local.train.rl_rewards import VerifierReward
 from cascade_cli.jsonl import write_jsonl
+from cascade_cli.manifest import read_manifest, read_metrics
 from cascade_cli.records import rollout_record
 from cascade_cli.serve.server import RewardService
 

@@ -1,6 +1,7 @@
-"""The package's import graph, read from the source (every import at run time, function-local ones included,
-not those under `if TYPE_CHECKING:`): no circles, arrows only downward (ARCHITECTURE.md: cli -> recipe -> stages
--> engines -> models, data, verifiers, chat, records), and every package says its job in its docstring."""
+"""The package's import graph, read from the source (every import: function-local ones and those under
+`if TYPE_CHECKING:` included, so a type-only import cannot hide a circle): no circles, arrows only downward
+(docs/architecture.md: cli -> recipe -> stage_kinds -> engines -> models, data, verifiers, chat, records; inside
+the local engine train -> rollout -> ops), and every package says its job in its docstring."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ PACKAGE = "cascade_cli"
 
 # The small core and the parts below the engines: they never import what runs stages.
 LOWER = ("verifiers", "chat", "records", "config", "errors", "data", "models", "jsonl", "files", "console", "progress")
-UPPER = ("engines", "evaluation", "recipe", "cli", "serve", "tts", "stages", "hub")
+UPPER = ("engines", "evaluation", "recipe", "cli", "serve", "tts", "stage_kinds", "hub")
+# Inside the local engine (engines/local/__init__.py): a package imports only those after it.
+LOCAL = ("train", "rollout", "ops")
 KNOWN_UPWARD = {
     # prepare-data's decontamination compares against a benchmark named on its command line: the registry's rows
     ("cascade_cli.data.decontaminate", "cascade_cli.evaluation.benchmarks"),
@@ -42,20 +45,10 @@ def owner(name: str) -> str | None:
     return name or None
 
 
-def runtime_nodes(tree: ast.AST):
-    """Every node but those under `if TYPE_CHECKING:` (annotations only: no import at run time)."""
-    for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            yield from (n for child in node.orelse for n in [child, *runtime_nodes(child)])
-            continue
-        yield node
-        yield from runtime_nodes(node)
-
-
 def imports_of(path: Path) -> set[str]:
-    """The modules of ours `path` imports at run time (function-local imports included)."""
+    """The modules of ours `path` imports (function-local and type-only imports included)."""
     found: set[str] = set()
-    for node in runtime_nodes(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -92,6 +85,33 @@ def test_arrows_point_down():
         if layer(module) in LOWER and layer(target) in UPPER
     }
     assert upward <= KNOWN_UPWARD, sorted(upward - KNOWN_UPWARD)
+
+
+def local_part(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[3] if parts[1:3] == ["engines", "local"] and len(parts) > 3 else None
+
+
+def test_the_local_engine_imports_train_then_rollout_then_ops():
+    """ops/ never imports rollout/ or train/; rollout/ never imports train/; nothing else imports train/ but the
+    stage table, which names its entry points."""
+    wrong = set()
+    for module, targets in graph().items():
+        for target in targets:
+            source, part = local_part(module), local_part(target)
+            if part is None or source == part:
+                continue
+            if source is not None and LOCAL.index(part) < LOCAL.index(source):
+                wrong.add((module, target))
+            if source is None and part == "train":
+                wrong.add((module, target))
+    assert not wrong, sorted(wrong)
+    assert {local_part(name) for name in MODULES} >= set(LOCAL)
+
+
+def test_no_module_over_450_lines():
+    long = {name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > 450}
+    assert not long, long
 
 
 def test_nothing_imports_the_cli_and_openrlhf_never_imports_the_local_engine():

@@ -13,14 +13,16 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from cascade_cli.checkpoint import read_manifest
 from cascade_cli.config.common import LoRAConfig
 from cascade_cli.config.sft import SFTConfig
-from cascade_cli.engines.local import checkpoint, lora, optim
-from cascade_cli.engines.local.reward_model import bradley_terry_loss
-from cascade_cli.engines.local.stage import prepare_for_training
-from cascade_cli.models import loader, tiny
+from cascade_cli.engines.local.ops import lora, optim
+from cascade_cli.engines.local.train import trainer_state as checkpoint
+from cascade_cli.engines.local.train.reward_model import bradley_terry_loss
+from cascade_cli.engines.local.train.stage import prepare_for_training
+from cascade_cli.manifest import read_manifest
+from cascade_cli.models import loader
 from cascade_cli.models.loader import SCORE_HEAD
+from cascade_cli.models.resolve import resolve_model
 from cascade_cli.verifiers.reward_model import load_reward_model, rewards_of
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -33,7 +35,7 @@ ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_mo
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory) -> Path:
-    return tiny.resolve_model("tiny", tmp_path_factory.mktemp("lora") / "models")
+    return resolve_model("tiny", tmp_path_factory.mktemp("lora") / "models")
 
 
 def lora_model(init, r: int = 8):
@@ -178,7 +180,7 @@ def test_cli_sft_rm_rlhf_rlvr_distill_train_with_lora_and_write_plain_checkpoint
     from cascade_cli.data.tiny_tasks import generate
     from cascade_cli.jsonl import write_jsonl
 
-    model = tiny.resolve_model("tiny", tmp_path / "models")
+    model = resolve_model("tiny", tmp_path / "models")
     write_jsonl(tmp_path / "sft.jsonl", generate("sft", 16, seed=0))
     write_jsonl(tmp_path / "pref.jsonl", generate("pref", 16, seed=0))
     write_jsonl(tmp_path / "rl.jsonl", toy_rows(16, seed=0))
@@ -246,9 +248,9 @@ VLLM_SYNC = """
 import json, sys
 import torch
 from cascade_cli.config.common import LoRAConfig
-from cascade_cli.engines.local import lora
+from cascade_cli.engines.local.ops import lora
 from cascade_cli.models import loader
-from cascade_cli.engines.local.generation import Generator
+from cascade_cli.engines.local.rollout.generation import Generator
 
 if __name__ == "__main__":
     model_dir, prompts = sys.argv[1], ["What is 2+3?", "Name a colour.", "Count to four."]
@@ -282,7 +284,7 @@ def test_vllm_gets_merged_lora_weights_at_start_and_every_sync(tiny_dir, tmp_pat
     import subprocess
     import textwrap
 
-    from cascade_cli.engines.local.generation import vllm_available
+    from cascade_cli.engines.local.rollout.generation import vllm_available
 
     if not vllm_available():
         pytest.skip("vllm not installed")

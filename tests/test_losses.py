@@ -1,4 +1,4 @@
-"""Chunked log-probs (engines/local/logprobs.py) against today's full-logits loss, and their memory bound."""
+"""Chunked log-probs (engines/local/ops/logprobs.py) against today's full-logits loss, and their memory bound."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from cascade_cli.engines.local import logprobs
-from cascade_cli.engines.local.logprobs import length_buckets, response_hidden, token_logprobs
-from cascade_cli.engines.local.losses import grpo_loss
+from cascade_cli.engines.local.ops import logprobs
+from cascade_cli.engines.local.ops.logprobs import length_buckets, response_hidden, token_logprobs
+from cascade_cli.engines.local.ops.losses import grpo_loss
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_grpo_support import build_model_dir  # noqa: E402

@@ -28,8 +28,8 @@ from cascade_cli.config.sft import SFTConfig
 from cascade_cli.engines.openrlhf import flagset, jobs
 from cascade_cli.engines.openrlhf.validate import validate_args
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
-from cascade_cli.stages import build_openrlhf_jobs as build_jobs
-from cascade_cli.stages import run_config
+from cascade_cli.stage_kinds import build_openrlhf_jobs as build_jobs
+from cascade_cli.stage_kinds import run_config
 
 pytest.importorskip("openrlhf", reason="the real OpenRLHF source: pip install --no-deps openrlhf==0.11.2")
 
@@ -311,7 +311,7 @@ def test_dry_run_prints_commands_without_torch_or_ray(tmp_path):
     script = textwrap.dedent(f"""
         import sys
         from cascade_cli.config.sft import SFTConfig
-        from cascade_cli.stages import run_config
+        from cascade_cli.stage_kinds import run_config
         result = run_config(SFTConfig(engine="openrlhf", dry_run=True, data="d.jsonl", init="Qwen/Qwen3-8B-Base",
                                       out={str(tmp_path / "sft")!r}))
         assert result["dry_run"], result
@@ -362,7 +362,7 @@ def test_rl_init_with_a_foreign_chat_template_is_flagged(tmp_path):
 def test_rerun_reuses_finished_phases_without_contacting_ray(tmp_path):
     """A stage rerun skips the jobs its manifest says finished with the same command and output; only the
     rest is submitted (here: none, so the unreachable Ray address is never contacted)."""
-    from cascade_cli.checkpoint import read_manifest, write_manifest
+    from cascade_cli.manifest import read_manifest, write_manifest
     rows = tmp_path / "math.jsonl"
     row = {"id": "1", "source": "t", "domain": "math", "mode": "think", "prompt": "1+1?", "label": {"answer": "2"}}
     rows.write_text(json.dumps(row) + "\n")

@@ -31,7 +31,7 @@ from cascade_cli.engines.openrlhf.jobs import converted_data_path
 from cascade_cli.engines.openrlhf.runner import plan_commands
 from cascade_cli.jsonl import write_jsonl
 from cascade_cli.serve.server import RewardService
-from cascade_cli.stages import openrlhf_builder
+from cascade_cli.stage_kinds import openrlhf_builder
 
 sys.path.insert(0, str(Path(__file__).parent))
 from openrlhf_peers import byte_tokenizer, openrlhf_method  # noqa: E402

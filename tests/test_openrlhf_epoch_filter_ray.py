@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from cascade_cli.checkpoint import read_manifest
 from cascade_cli.config.common import ClusterConfig
 from cascade_cli.engines.openrlhf.runner import run_openrlhf_stage
 from cascade_cli.errors import CascadeRunError
+from cascade_cli.manifest import read_manifest
 from cascade_cli.serve.server import RewardService
-from cascade_cli.stages import openrlhf_builder
+from cascade_cli.stage_kinds import openrlhf_builder
 
 pytest.importorskip("ray", reason="the Ray test needs `pip install 'ray[default]'`")
 pytestmark = pytest.mark.slow  # a Ray head and five stand-in jobs: about two minutes on 2 cores

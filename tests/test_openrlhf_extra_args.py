@@ -13,7 +13,7 @@ from cascade_cli.config.sft import SFTConfig
 from cascade_cli.engines.openrlhf import flagset
 from cascade_cli.engines.openrlhf.extra_args import check_flags
 from cascade_cli.errors import CascadeUsageError
-from cascade_cli.stages import build_openrlhf_jobs, get_kind
+from cascade_cli.stage_kinds import build_openrlhf_jobs, get_kind
 
 pytest.importorskip("openrlhf", reason="the real OpenRLHF source: pip install --no-deps openrlhf==0.11.2")
 

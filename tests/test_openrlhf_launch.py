@@ -17,7 +17,7 @@ from cascade_cli.config.sft import SFTConfig
 from cascade_cli.engines.openrlhf import launch, ray_launch
 from cascade_cli.engines.openrlhf.preflight import check_layout, cluster_nodes
 from cascade_cli.errors import CascadeUsageError
-from cascade_cli.stages import build_openrlhf_jobs as build_jobs
+from cascade_cli.stage_kinds import build_openrlhf_jobs as build_jobs
 
 
 def sft(tmp_path: Path, **cluster: Any) -> SFTConfig:
@@ -160,7 +160,7 @@ def test_failure_recap_drops_torchruns_own_traceback():
 def test_stage_run_checks_the_cluster_before_its_first_submission(tmp_path, launcher, expected):
     pytest.importorskip("ray")
     from cascade_cli.errors import CascadeRunError
-    from cascade_cli.stages import run_config
+    from cascade_cli.stage_kinds import run_config
 
     data = tmp_path / "d.jsonl"
     data.write_text(

@@ -22,14 +22,14 @@ from pathlib import Path
 
 import pytest
 
-from cascade_cli.checkpoint import read_manifest
 from cascade_cli.config.common import ClusterConfig
 from cascade_cli.config.sft import SFTConfig
 from cascade_cli.engines.openrlhf.launch import RAY_DRIVER, with_module
 from cascade_cli.engines.openrlhf.runner import ray_cli, run_openrlhf_stage
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
 from cascade_cli.jsonl import write_jsonl
-from cascade_cli.stages import openrlhf_builder
+from cascade_cli.manifest import read_manifest
+from cascade_cli.stage_kinds import openrlhf_builder
 
 pytest.importorskip("ray", reason="the Ray test needs `pip install 'ray[default]'`")
 pytestmark = pytest.mark.slow  # a 3-node Ray cluster and torch in 2 processes: about a minute on 2 cores

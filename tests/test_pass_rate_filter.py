@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from cascade_cli.chat import render_prompt
-from cascade_cli.checkpoint import fingerprint_path
 from cascade_cli.data import tiny_tasks
 from cascade_cli.data.io import load_canonical
 from cascade_cli.data.pass_rate import (
@@ -21,6 +20,7 @@ from cascade_cli.data.pass_rate import (
 )
 from cascade_cli.data.prepare import build_prepare_config, run_prepare_data
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.manifest import fingerprint_path
 
 WRONG = {"math": "The answer is \\boxed{-987654}.", "code": "```python\nprint('nope')\n```"}
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from cascade_cli.checkpoint import write_manifest
+from cascade_cli.manifest import write_manifest
 
 
 def make_chain(tmp_path: Path) -> Path:

@@ -13,7 +13,8 @@ import pytest
 from cascade_cli import chat
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.models import real
-from cascade_cli.models.tiny import is_embedded_spec, resolve_model
+from cascade_cli.models.resolve import resolve_model
+from cascade_cli.models.tiny import is_embedded_spec
 
 
 def test_smollm2_is_a_plain_hf_checkpoint_with_its_own_template(smollm2_dir: Path):
@@ -45,8 +46,8 @@ def test_llama_gqa_attention_matches_eager_on_a_left_padded_batch(smollm2_dir: P
     import torch
     from transformers import AutoModelForCausalLM
 
-    from cascade_cli.engines.local.fast_attention import left_pad
-    from cascade_cli.engines.local.generation import Generator
+    from cascade_cli.engines.local.ops.fast_attention import left_pad
+    from cascade_cli.engines.local.rollout.generation import Generator
     from cascade_cli.models.loader import load_model, load_tokenizer
 
     tokenizer, fast = load_tokenizer(smollm2_dir), load_model(smollm2_dir)

@@ -10,11 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from cascade_cli.config.grpo import RLVRConfig
-from cascade_cli.engines.local import compute, grpo, precision
-from cascade_cli.engines.local.generation import Generator
-from cascade_cli.engines.local.rl_rewards import RewardHook
-from cascade_cli.engines.local.rollout_backend import (
+from cascade_cli.config.grpo import PhaseConfig, RLVRConfig
+from cascade_cli.engines.local.ops import compute, precision
+from cascade_cli.engines.local.rollout.generation import Generator
+from cascade_cli.engines.local.rollout.rollout_backend import (
     AUTO_VLLM_MIN_PARAMS,
     CPU_RATES,
     EXPECTED_FILL,
@@ -22,8 +21,11 @@ from cascade_cli.engines.local.rollout_backend import (
     pick_backend,
     resolve_backend,
 )
+from cascade_cli.engines.local.train import grpo
+from cascade_cli.engines.local.train.rl_rewards import RewardHook
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.verifiers.base import Score
+from stage_helpers import bare_stage
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_grpo_support import build_model_dir  # noqa: E402
@@ -86,7 +88,7 @@ def test_dtype_auto_is_bf16_weights_on_gpu_and_fp32_master_weights_on_cpu():
 
 def test_planned_rollout_tokens_sum_the_phases():
     config = RLVRConfig(domain="math", data="-", prompts_per_step=8, group_size=8)
-    phases = [grpo.PhaseConfig(3, 64, 1.0, False), grpo.PhaseConfig(2, 128, 1.0, False)]
+    phases = [PhaseConfig(3, 64, 1.0, False), PhaseConfig(2, 128, 1.0, False)]
     assert precision.planned_rollout_tokens(config, phases) == 64 * (3 * 64 + 2 * 128)
 
 
@@ -114,13 +116,14 @@ def test_bf16_autocast_grpo_raises_the_reward(tmp_path, monkeypatch):
         domain="math", init=str(tiny), data="-", out=str(tmp_path / "out"), steps=8, prompts_per_step=4,
         group_size=8, max_response_len=8, truncated_reward=None, lr=1e-2, top_p=1.0, seed=0,
     )  # fmt: skip
-    run = grpo.build_run(config, rows, LowercaseShare(), domain="math", mode="no_think", eval_rows=None)
+    stage = bare_stage(config)
+    run, _ = grpo.build_run(stage, rows, LowercaseShare(), domain="math", mode="no_think")
     assert run.bf16 and next(run.policy.parameters()).dtype == torch.float32
     run.generator = Generator.for_policy(
-        run.policy, run.tokenizer, run.init, backend="auto", seed=0, max_batch_size=512, bf16=run.bf16,
+        run.policy, run.tokenizer, str(stage.init), backend="auto", seed=0, max_batch_size=512, bf16=run.bf16,
         planned_tokens=precision.planned_rollout_tokens(config, run.phases),
     )  # fmt: skip
     assert run.generator.backend == "hf" and run.generator.model is run.policy and run.generator.bf16
-    rewards = [grpo.train_step(run, step)["reward_mean"] for step in range(config.steps)]
+    rewards = [grpo.train_step(run, step)[0]["reward_mean"] for step in range(config.steps)]
     run.pool.shutdown()
     assert sum(rewards[-2:]) / 2 > sum(rewards[:2]) / 2 + 0.1, rewards

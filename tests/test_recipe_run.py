@@ -10,7 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from cascade_cli.checkpoint import read_manifest
+from cascade_cli.manifest import read_manifest
 
 RECIPE = """
 name: mini

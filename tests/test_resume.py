@@ -2,7 +2,7 @@
 weights and metrics equal an uninterrupted run. A completed rerun trains nothing, a changed config exits 2
 naming the key, and `restart=true` trains afresh.
 
-Kill points come from the CASCADE_KILL_DURING_SAVE hook of engines/local/checkpoint.py (deterministic, unlike
+Kill points come from the CASCADE_KILL_DURING_SAVE hook of engines/local/train/trainer_state.py (deterministic, unlike
 a timer): "2:done" right after the step-2 checkpoint landed, "4" halfway through writing step 4's state,
 "4:swap" between its two renames, "6:done" after the last state but before the final weights and manifest.
 """
@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 
-from cascade_cli.checkpoint import read_manifest
 from cascade_cli.data.tiny_tasks import generate
-from cascade_cli.engines.local.checkpoint import KILL_HOOK
+from cascade_cli.engines.local.train.trainer_state import KILL_HOOK
 from cascade_cli.jsonl import write_jsonl
-from cascade_cli.models import tiny
+from cascade_cli.manifest import read_manifest
+from cascade_cli.models.resolve import resolve_model
 
 # 6:done: after the last step's state, which only a stage trained with keep_trainer_state saves.
 KILL_POINTS = ["2:done", "4", "4:swap", "6:done"]
@@ -33,7 +33,7 @@ TIMING_KEYS = {"tokens_per_s"}
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("resume")
-    model = tiny.resolve_model("tiny", root / "models")
+    model = resolve_model("tiny", root / "models")
     write_jsonl(root / "sft.jsonl", generate("sft", 24, seed=0))
     write_jsonl(root / "pref.jsonl", generate("pref", 32, seed=0))
     return root, model

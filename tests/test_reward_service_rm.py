@@ -20,7 +20,7 @@ from aiohttp import web
 from cascade_cli.chat import render_prompt
 from cascade_cli.config.rm import RewardModelConfig
 from cascade_cli.config.structure import structure
-from cascade_cli.engines.local import reward_model as rm
+from cascade_cli.engines.local.train import reward_model as rm
 from cascade_cli.jsonl import write_jsonl
 from cascade_cli.serve.server import RewardService
 from cascade_cli.verifiers import reward_model as scoring

@@ -8,12 +8,12 @@ import math
 import pytest
 import torch
 
-from cascade_cli.checkpoint import read_manifest, read_metrics
 from cascade_cli.config.rlhf import RLHFConfig
 from cascade_cli.config.structure import structure
-from cascade_cli.engines.local.losses import grpo_loss
-from cascade_cli.engines.local.rlhf import RewardModelReward
+from cascade_cli.engines.local.ops.losses import grpo_loss
+from cascade_cli.engines.local.train.rlhf import RewardModelReward
 from cascade_cli.jsonl import write_jsonl
+from cascade_cli.manifest import read_manifest, read_metrics
 from cascade_cli.verifiers import reward_model as scoring
 from cascade_cli.verifiers.reward_model import apply_code_switch_penalty, zscore_tanh
 
@@ -123,7 +123,8 @@ class RecordingHook(RewardModelReward):
 
 
 def test_half_half_split_in_a_real_grpo_step(tmp_path, rm_dir):
-    from cascade_cli.engines.local.grpo import run_grpo
+    from cascade_cli.engines.local.train.grpo import run_grpo
+    from cascade_cli.engines.local.train.stage import Stage
 
     write_jsonl(tmp_path / "prompts.jsonl", PROMPTS)
     config = structure(
@@ -134,7 +135,7 @@ def test_half_half_split_in_a_real_grpo_step(tmp_path, rm_dir):
     )
     hook = RecordingHook(rm_dir, device="cpu")
     hook.seen = []
-    run_grpo(config, hook, domain="general", mode=config.mode, rows=PROMPTS)
+    run_grpo(Stage.open(config), hook, domain="general", mode=config.mode, rows=PROMPTS)
     modes = [r["mode"] for r in hook.seen]
     assert len(modes) == 8 and modes.count("think") == modes.count("no_think") == 4
 

@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from cascade_cli.checkpoint import read_manifest, read_metrics
 from cascade_cli.config.rm import RewardModelConfig
 from cascade_cli.config.structure import structure
 from cascade_cli.data.preferences import normalize_preferences
 from cascade_cli.data.prompt_filters import classify_prompt, drop_math_and_code
-from cascade_cli.engines.local import reward_model as rm
+from cascade_cli.engines.local.train import reward_model as rm
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.jsonl import write_jsonl
+from cascade_cli.manifest import read_manifest, read_metrics
 from cascade_cli.verifiers import reward_model as scoring
 
 NAMES = ["Ann", "Bo", "Cy", "Di", "Ed", "Flo", "Gus", "Hal", "Ivy", "Jo", "Kim", "Lu", "Max", "Ned", "Oz", "Pam",
@@ -189,7 +189,7 @@ def test_cli_rm_skip_bad_rows_trains_and_writes_checkpoint(tmp_path, cli):
 
 
 def test_recipe_kind_and_plan_command():
-    from cascade_cli.stages import get_kind
+    from cascade_cli.stage_kinds import get_kind
 
     kind = get_kind("reward_model")
     assert kind.command == ("rlhf", "rm") and kind.config_class() is RewardModelConfig

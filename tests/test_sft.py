@@ -16,17 +16,18 @@ import torch
 from typer.testing import CliRunner
 
 from cascade_cli import chat
-from cascade_cli.checkpoint import read_manifest, read_metrics
 from cascade_cli.cli import app
 from cascade_cli.config.build import build_stage_config
 from cascade_cli.config.sft import SFTConfig
-from cascade_cli.engines.local import heldout
-from cascade_cli.engines.local.rl_data import render_row
-from cascade_cli.engines.local.rl_rewards import VerifierReward
-from cascade_cli.engines.local.sft import load_eval_rows, run_sft, step_loss
-from cascade_cli.engines.local.sft_data import BatchStream, Cursor, collate, load_examples, plan_epoch
+from cascade_cli.engines.local.train import heldout
+from cascade_cli.engines.local.train.rl_data import render_row
+from cascade_cli.engines.local.train.rl_rewards import VerifierReward
+from cascade_cli.engines.local.train.sft import load_eval_rows, run_sft, step_loss
+from cascade_cli.engines.local.train.sft_data import BatchStream, Cursor, collate, load_examples, plan_epoch
 from cascade_cli.errors import CascadeUsageError
-from cascade_cli.models import loader, tiny
+from cascade_cli.manifest import read_manifest, read_metrics
+from cascade_cli.models import loader
+from cascade_cli.models.resolve import resolve_model
 
 
 def math_rows(n: int, seed: int) -> list[dict]:
@@ -61,7 +62,7 @@ def write_rows(path: Path, rows: list[dict]) -> Path:
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory) -> Path:
-    return tiny.resolve_model("tiny", tmp_path_factory.mktemp("models"))
+    return resolve_model("tiny", tmp_path_factory.mktemp("models"))
 
 
 @pytest.fixture(scope="module")

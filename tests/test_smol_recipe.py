@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cascade_cli.checkpoint import read_manifest
+from cascade_cli.manifest import read_manifest
 from cascade_cli.recipe.loader import load_recipe
 
 ROOT = Path(__file__).resolve().parents[1]

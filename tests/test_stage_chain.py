@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from cascade_cli.checkpoint import read_manifest
 from cascade_cli.data.tiny_tasks import generate
-from cascade_cli.engines.local.checkpoint import KILL_HOOK
+from cascade_cli.engines.local.train.trainer_state import KILL_HOOK
 from cascade_cli.jsonl import write_jsonl
-from cascade_cli.models import tiny
+from cascade_cli.manifest import read_manifest
+from cascade_cli.models.resolve import resolve_model
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -29,7 +29,7 @@ FIRST_STAGE_CHANGED = "other inputs: init (that checkpoint was trained again sin
 @pytest.fixture(scope="module")
 def root(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("chain")
-    (root / "init").symlink_to(tiny.resolve_model("tiny", root / "models"))
+    (root / "init").symlink_to(resolve_model("tiny", root / "models"))
     write_jsonl(root / "sft.jsonl", generate("sft", 16, seed=0))
     write_jsonl(root / "pref.jsonl", generate("pref", 16, seed=0))
     write_jsonl(root / "math.jsonl", generate("math", 16, seed=0))

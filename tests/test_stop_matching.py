@@ -1,5 +1,5 @@
-"""Stop strings on the device (engines/local/stop_matching.py) against the text check, with the real SmolLM2
-and tiny tokenizers, and the text check catching what the matcher missed (engines/local/hf_decode.py)."""
+"""Stop strings on the device (engines/local/rollout/stop_matching.py) against the text check, with the real SmolLM2
+and tiny tokenizers, and the text check catching what the matcher missed (engines/local/rollout/hf_decode.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from cascade_cli.engines.local.hf_decode import _completions
-from cascade_cli.engines.local.stop_matching import StopMatcher, stop_prefix_length
+from cascade_cli.engines.local.rollout.hf_decode import _completions
+from cascade_cli.engines.local.rollout.stop_matching import StopMatcher, stop_prefix_length
 
 STOPS = ["Question:", "\n\n###", "</answer>"]
 PIECES = ["Question", " Question", "Quest", "ion", ":", " :", "Questions", "\n", "\n\n", "###", "#", "##", "</",
@@ -33,7 +33,7 @@ def test_the_matcher_finds_the_first_stop_string_where_the_text_does(which, requ
     if which == "smollm2":
         tokenizer = AutoTokenizer.from_pretrained(request.getfixturevalue("smollm2_dir"))
     else:
-        from cascade_cli.models.tiny import resolve_model
+        from cascade_cli.models.resolve import resolve_model
 
         tokenizer = AutoTokenizer.from_pretrained(resolve_model("tiny"))
     rng = random.Random(0)

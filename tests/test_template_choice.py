@@ -49,7 +49,7 @@ EXPECTED = {  # model -> choice -> (resolved, first prompt of a no_think benchma
 
 @pytest.fixture(scope="module")
 def model_dirs(smollm2_dir: Path, tmp_path_factory) -> dict[str, Path]:
-    from cascade_cli.models.tiny import resolve_model
+    from cascade_cli.models.resolve import resolve_model
 
     llama = model_with_template(smollm2_dir, tmp_path_factory.mktemp("llama") / "model", LLAMA3)
     return {"smollm2": smollm2_dir, "llama3": llama, "tiny": resolve_model("tiny")}

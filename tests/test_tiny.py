@@ -15,11 +15,12 @@ import torch
 from cascade_cli import chat
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.models import tiny
+from cascade_cli.models.resolve import resolve_model
 
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory) -> Path:
-    return tiny.resolve_model("tiny", tmp_path_factory.mktemp("cache"))
+    return resolve_model("tiny", tmp_path_factory.mktemp("cache"))
 
 
 def _digest(path: Path) -> str:
@@ -49,20 +50,20 @@ def test_build_is_deterministic_and_seeded(tmp_path, tiny_dir):
 
 def test_resolve_model_caches_and_passes_through(tmp_path, tiny_dir, monkeypatch):
     cache = tiny_dir.parent
-    assert tiny.resolve_model("tiny:0", cache) == tiny_dir
-    assert tiny.resolve_model(str(tiny_dir)) == tiny_dir
+    assert resolve_model("tiny:0", cache) == tiny_dir
+    assert resolve_model(str(tiny_dir)) == tiny_dir
     # A hub id offline and not in the Hugging Face cache fails at once (asking a hub: test_model_specs.py).
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub_cache"))
     with pytest.raises(CascadeUsageError, match="Qwen/Qwen3-0.6B: no local folder of that name"):
-        tiny.resolve_model("Qwen/Qwen3-0.6B", cache)
+        resolve_model("Qwen/Qwen3-0.6B", cache)
     with pytest.raises(CascadeUsageError, match="did you mean tiny"):
-        tiny.resolve_model("tinyy", cache)
+        resolve_model("tinyy", cache)
     with pytest.raises(CascadeUsageError, match="not found"):
-        tiny.resolve_model(str(tmp_path / "missing" / "ckpt"), cache)
+        resolve_model(str(tmp_path / "missing" / "ckpt"), cache)
     (tmp_path / "empty").mkdir()
     with pytest.raises(CascadeUsageError, match="config.json"):
-        tiny.resolve_model(str(tmp_path / "empty"), cache)
+        resolve_model(str(tmp_path / "empty"), cache)
 
 
 def test_transformers_round_trip(tmp_path, tiny_dir):

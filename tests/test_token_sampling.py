@@ -1,4 +1,4 @@
-"""The sort-free sampler (engines/local/token_sampling.py) against the definition of temperature / top-k / top-p
+"""The sort-free sampler (engines/local/rollout/token_sampling.py) against the definition of temperature / top-k / top-p
 sampling (a chi-square test of sampled frequencies, vocabularies of 64 and 49,152), and against the previous
 sampler and decode loop (benchmarks/decode_baseline.py, kept there verbatim as the reference)."""
 
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from cascade_cli.chat import render_prompt
-from cascade_cli.engines.local.token_sampling import TokenSampler, sorted_sample
+from cascade_cli.engines.local.rollout.token_sampling import TokenSampler, sorted_sample
 
 BASELINE_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "decode_baseline.py"
 _spec = importlib.util.spec_from_file_location("decode_baseline", BASELINE_PATH)
@@ -202,7 +202,7 @@ PROMPTS = [render_prompt(q, "no_think") for q in ("add 2 and 3", "a much longer 
 @pytest.mark.parametrize("model", ["tiny", "smollm2_shaped"])
 @pytest.mark.parametrize("share_prompt", [True, False])
 def test_greedy_tokens_and_logprobs_identical_to_the_previous_loop(model, share_prompt, request):
-    from cascade_cli.engines.local.generation import Generator
+    from cascade_cli.engines.local.rollout.generation import Generator
 
     model_dir = request.getfixturevalue(f"{model}_dir")
     generator = Generator(model_dir, backend="hf", dtype="float32", share_prompt=share_prompt)
@@ -220,7 +220,7 @@ def test_greedy_tokens_and_logprobs_identical_to_the_previous_loop(model, share_
 def test_sampled_loop_matches_the_previous_loop_in_distribution(tiny_dir):
     """First tokens of many sampled rows (one prompt, top-p 0.9): both loops' frequencies pass the test
     against the definition computed from the model's own next-token logits."""
-    from cascade_cli.engines.local.generation import Generator
+    from cascade_cli.engines.local.rollout.generation import Generator
 
     generator = Generator(tiny_dir, backend="hf", dtype="float32", seed=0)
     ids = torch.tensor([generator.tokenizer.encode(PROMPTS[0], add_special_tokens=False)])
@@ -237,7 +237,7 @@ def test_a_top_k_tie_in_the_loop_is_settled_exactly(tiny_dir):
     """A head of zeros: every logit ties, so top-k 5 keeps the whole vocabulary (ties included) and top-p 0.5
     then keeps its lower half by token id. Every row's draw is open; the loop must settle it (a loop that kept
     the fast path's 5 tokens fails the test)."""
-    from cascade_cli.engines.local.generation import Generator
+    from cascade_cli.engines.local.rollout.generation import Generator
 
     generator = Generator(tiny_dir, backend="hf", dtype="float32", seed=0)
     head = generator.model.get_output_embeddings()

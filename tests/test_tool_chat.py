@@ -9,23 +9,24 @@ from pathlib import Path
 import pytest
 
 from cascade_cli import chat
-from cascade_cli.checkpoint import read_metrics
 from cascade_cli.config.build import build_stage_config
 from cascade_cli.config.sft import SFTConfig
 from cascade_cli.data.formats import tool_call_text
 from cascade_cli.data.io import load_canonical
 from cascade_cli.data.prepare import build_prepare_config, run_prepare_data
 from cascade_cli.data.tiny import tools as tiny_tools
-from cascade_cli.engines.local.sft import run_sft
-from cascade_cli.engines.local.sft_data import load_examples
-from cascade_cli.models import loader, tiny
+from cascade_cli.engines.local.train.sft import run_sft
+from cascade_cli.engines.local.train.sft_data import load_examples
+from cascade_cli.manifest import read_metrics
+from cascade_cli.models import loader
+from cascade_cli.models.resolve import resolve_model
 
 FIXTURES = Path(__file__).parent / "data" / "formats"
 
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory) -> Path:
-    return tiny.resolve_model("tiny", tmp_path_factory.mktemp("models"))
+    return resolve_model("tiny", tmp_path_factory.mktemp("models"))
 
 
 @pytest.fixture(scope="module")

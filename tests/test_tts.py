@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from cascade_cli.engines.local.generation import Completion
+from cascade_cli.engines.local.rollout.generation import Completion
 from cascade_cli.tts.code import CodeTTSSettings, allocate, run_code_tts
 from cascade_cli.tts.problems import Submission, feedback_text, public_label, round_prompt
 from cascade_cli.tts.select import Candidate, normalise_code, select_submission

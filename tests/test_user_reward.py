@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from cascade_cli.checkpoint import read_metrics
-from cascade_cli.engines.local.grpo import run_rlvr
+from cascade_cli.engines.local.train.grpo import run_rlvr
+from cascade_cli.manifest import read_metrics
 from cascade_cli.serve.server import RewardService
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from cascade_cli.checkpoint import read_metrics
-from cascade_cli.engines.local.grpo import run_rlvr
+from cascade_cli.engines.local.train.grpo import run_rlvr
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
+from cascade_cli.manifest import read_metrics
 from cascade_cli.serve.server import RewardService
 from cascade_cli.serve.user_reward import RewardFunction
 from cascade_cli.verifiers.code.reward_sandbox import SandboxedFunction

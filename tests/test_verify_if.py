@@ -263,7 +263,7 @@ def test_check_label_rejects_impossible_kwargs(instruction_id: str, kwargs: dict
 
 
 def test_impossible_kwargs_stop_training_data_naming_the_row() -> None:
-    from cascade_cli.engines.local.rl_data import check_rows  # the trainer's up-front label check
+    from cascade_cli.engines.local.train.rl_data import check_rows  # the trainer's up-front label check
     from cascade_cli.errors import CascadeUsageError
 
     bad = {"letter": "e", "let_frequency": -3, "let_relation": "at least"}

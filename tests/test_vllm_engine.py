@@ -1,4 +1,4 @@
-"""One in-process vLLM engine per process (engines/local/vllm_engine.py): reused across generators with the
+"""One in-process vLLM engine per process (engines/local/rollout/vllm_engine.py): reused across generators with the
 checkpoint's weights reloaded in place, the same answers as a fresh engine, and torch's threads left alone."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from cascade_cli.engines.local.generation import vllm_available
-from cascade_cli.engines.local.vllm_engine import engine_key
+from cascade_cli.engines.local.rollout.generation import vllm_available
+from cascade_cli.engines.local.rollout.vllm_engine import engine_key
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_grpo_support import build_model_dir  # noqa: E402
@@ -24,8 +24,8 @@ SCRIPT = textwrap.dedent(
     import json, sys
     import torch
     torch.set_num_threads(2)
-    from cascade_cli.engines.local import vllm_engine
-    from cascade_cli.engines.local.generation import Generator
+    from cascade_cli.engines.local.rollout import vllm_engine
+    from cascade_cli.engines.local.rollout.generation import Generator
 
     def greedy(model_dir):
         gen = Generator(model_dir, backend="vllm", seed=0, dtype="float32")
@@ -78,7 +78,7 @@ def test_engine_key_ignores_names_and_tracks_architecture(tmp_path):
 @pytest.mark.skipif(not vllm_available(), reason="vllm not installed")
 def test_one_engine_serves_every_checkpoint_of_an_architecture(tmp_path):
     from cascade_cli.chat import render_prompt
-    from cascade_cli.engines.local.generation import Generator
+    from cascade_cli.engines.local.rollout.generation import Generator
 
     a = build_model_dir(tmp_path / "a", seed=0)
     b = build_model_dir(tmp_path / "b", seed=1)

@@ -1,4 +1,4 @@
-"""The one rich console every command prints through (stderr for messages, stdout stays for data).
+"""The rich console every command prints through (stderr for messages, stdout stays for data).
 
 Markup and emoji codes are off on both consoles: user data (a path such as `runs/[x]`, a spec such as
 `tiny:abc`, a value such as `[a,b]`) prints as given. Styles come only from the helpers here, which build a

@@ -1,4 +1,4 @@
-"""The data contracts of ARCHITECTURE.md in one place: canonical rows, rollout records, the one loader for
+"""The data contracts of docs/architecture.md in one place: canonical rows, rollout records, the loader for
 "a file or a prepare-data folder", a prompt's text, and the math answer box.
 
 Canonical row (what `prepare-data` writes):

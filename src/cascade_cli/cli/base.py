@@ -130,7 +130,7 @@ def make_typer(name: str, help_text: str | None = None, cls: type[TyperGroup] = 
 
 def write_config_keys(config_target: str, formatter: click.HelpFormatter) -> None:
     from cascade_cli.config.docs import config_keys
-    from cascade_cli.stages import load
+    from cascade_cli.stage_kinds import load
 
     rows = [(key.key, f"{key.type} = {key.default}. {key.description}") for key in config_keys(load(config_target))]
     formatter.write_paragraph()

@@ -16,7 +16,7 @@ from cascade_cli.cli.base import (
     stage_group,
     with_parameters,
 )
-from cascade_cli.stages import get_kind
+from cascade_cli.stage_kinds import get_kind
 
 PREPARE = get_kind("prepare_data")
 FILTER_CONFIG = "cascade_cli.data.pass_rate:PassRateFilterConfig"
@@ -33,7 +33,7 @@ def _comma_list(text: str | None) -> list[str] | None:
 def _prepare(values: dict[str, Any], overrides: list[str]) -> None:
     from cascade_cli.data.prepare import build_prepare_config
     from cascade_cli.data.sources import parse_field_map
-    from cascade_cli.stages import run_config
+    from cascade_cli.stage_kinds import run_config
 
     field_map = values.pop("field_map")
     values = {
@@ -122,7 +122,7 @@ def prepare_data_filter_command(
     --out runs/tiny/data_math_hard[/]
     """
     from cascade_cli.data.pass_rate import build_filter_config
-    from cascade_cli.stages import run_config
+    from cascade_cli.stage_kinds import run_config
 
     values = {
         "init": model, "data": data, "out": out, "k": k, "max_pass": max_pass, "min_pass": min_pass,

@@ -24,7 +24,7 @@ from cascade_cli.cli.base import (
     with_parameters,
 )
 from cascade_cli.console import print_done
-from cascade_cli.stages import STAGE_KINDS, StageKind, run_config
+from cascade_cli.stage_kinds import STAGE_KINDS, StageKind, run_config
 
 SHORT_NAMES = {"domain": ("-d",)}
 

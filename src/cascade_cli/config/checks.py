@@ -1,4 +1,4 @@
-"""The bounds of config keys and the one pass that checks a config against them.
+"""The bounds of config keys and the pass that checks a config against them.
 
 Each config class lists its keys' bounds in `BOUNDS` (key -> `Range`, `OneOf` or `TEXT`); a subclass adds to
 or replaces its parents' entries. `validate(config)` walks the config and the configs nested in it

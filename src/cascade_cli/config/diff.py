@@ -1,5 +1,5 @@
-"""Which keys differ between a stage's recorded config and its config now: the one rule both the local
-trainers' resume (engines/local/checkpoint.py) and `recipe run`'s skip of completed stages follow.
+"""Which keys differ between a stage's recorded config and its config now: the rule both the local
+trainers' resume (engines/local/train/trainer_state.py) and `recipe run`'s skip of completed stages follow.
 
 Two kinds of difference do not count: runtime keys (RUNTIME_KEYS: how a run is driven, not what it computes)
 and keys the record lacks whose value now is the config class's default (a key added to cascade after the

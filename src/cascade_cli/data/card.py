@@ -54,11 +54,12 @@ def length_stats(rows: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
 
 def load_tokenizer(spec: str) -> Any:
     from cascade_cli.models import tiny
+    from cascade_cli.models.resolve import resolve_model
 
     if tiny.is_tiny_spec(spec):
         return tiny.build_tokenizer()
     if tiny.is_embedded_spec(spec):
-        spec = str(tiny.resolve_model(spec))  # `smollm2-135m`, `gguf:PATH`: converted once
+        spec = str(resolve_model(spec))  # `smollm2-135m`, `gguf:PATH`: converted once
     try:
         from transformers import AutoTokenizer
 

@@ -1,7 +1,7 @@
-"""Epoch-level prompt filtering (Nemotron-Cascade §1.5), one rule for every engine: after each epoch the
+"""Epoch-level prompt filtering (Nemotron-Cascade §1.5), the same rule on both engines: after each epoch the
 prompts solved by none or all of their rollouts are dropped, and each dropped prompt re-enters a later epoch
 with probability `hard_p` (0% solved) or `easy_p` (100% solved). Pure functions of plain JSON state, so a
-resumed run draws the same prompts. The local engine's sampler (engines/local/rl_data.py) and the OpenRLHF
+resumed run draws the same prompts. The local engine's sampler (engines/local/train/rl_data.py) and the OpenRLHF
 runner's epoch jobs (engines/openrlhf/epoch_jobs.py) both call these.
 """
 

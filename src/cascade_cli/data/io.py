@@ -1,7 +1,7 @@
 """Canonical rows on disk: loading (`load_canonical`) and validation with errors that name file, row and key.
 
 A canonical row is `{"id", "domain", "messages" | "prompt", "label", "mode", "source"}` (pref rows carry
-`chosen` and `rejected` instead of a label); see ARCHITECTURE.md for the label of each domain.
+`chosen` and `rejected` instead of a label); see docs/architecture.md for the label of each domain.
 """
 
 from __future__ import annotations

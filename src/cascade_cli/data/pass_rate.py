@@ -29,15 +29,14 @@ from omegaconf import MISSING
 from rich.table import Table
 
 from cascade_cli.chat import render_prompt
-from cascade_cli.checkpoint import fingerprint_path, write_manifest
 from cascade_cli.config.build import build_stage_config
 from cascade_cli.config.checks import TEXT, Bound, Range, above, at_least, fraction, one_of, validate
 from cascade_cli.config.common import StageConfig
-from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console, print_warning
 from cascade_cli.data.io import RL_DOMAINS, load_canonical
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
 from cascade_cli.jsonl import write_jsonl
+from cascade_cli.manifest import StageManifest, fingerprint_path
 from cascade_cli.progress import Progress
 from cascade_cli.records import DATA_FILE, HELDOUT_FILE, resolve_rows_path, rollout_record
 from cascade_cli.verifiers import known_domains
@@ -224,7 +223,7 @@ def run_pass_rate_filter(
     """Sample, score, band and write `config.out`; returns the metrics stored in the manifest.
 
     `sampler` answers prompts directly (a caller that already holds a model); otherwise `make_sampler` builds
-    one from the config (the CLI passes `engines.local.sampling.generator_sampler`: data never imports
+    one from the config (the CLI passes `engines.local.rollout.pass_rate_runner.generator_sampler`: data never imports
     engines).
     """
     check_config(config)
@@ -306,16 +305,9 @@ def run_pass_rate_filter(
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
     metrics = {key: summary[key] for key in ("in", "kept", "too_easy", "too_hard", "sampled", "reused")}
     metrics["fingerprint"] = fingerprint_path(out / DATA_FILE)
-    write_manifest(
-        out,
-        stage=config.name or "pass_rate_filter",
-        kind="pass_rate_filter",
-        config=to_plain(config),
-        init=config.init,
-        data_fingerprints={"input": fingerprint_path(data_file), "output": metrics["fingerprint"]},
-        metrics=metrics,
-        timings={"seconds": round(time.time() - started, 3)},
-    )
+    inputs = {"input": fingerprint_path(data_file), "output": metrics["fingerprint"]}
+    record = StageManifest(out, config, init=config.init, inputs=inputs)
+    record.write("completed", metrics, timings={"seconds": round(time.time() - started, 3)})
     _print_summary(summary, out)
     if not kept:
         print_warning(f"{out / DATA_FILE}: no row inside the pass-rate band; later stages cannot read it")

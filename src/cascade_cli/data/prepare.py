@@ -13,10 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cascade_cli.checkpoint import write_manifest
 from cascade_cli.config.build import build_stage_config
 from cascade_cli.config.data import PrepareDataConfig
-from cascade_cli.config.structure import to_plain
 from cascade_cli.console import print_warning
 from cascade_cli.data import constraints, tiny_tasks
 from cascade_cli.data.card import data_card, fingerprint_files, print_summary
@@ -41,6 +39,7 @@ from cascade_cli.data.sources import (
 from cascade_cli.data.tiny import tools as tiny_tools
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
 from cascade_cli.jsonl import write_jsonl
+from cascade_cli.manifest import StageManifest
 from cascade_cli.progress import Progress
 
 REMOVED_FILE = "removed.jsonl"
@@ -399,16 +398,8 @@ def run_prepare_data(config: PrepareDataConfig) -> dict[str, Any]:
     }
     if not config.dry_run:
         (out / CARD_FILE).write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n")
-        write_manifest(
-            out,
-            stage=config.name or "prepare_data",
-            kind="prepare_data",
-            config=to_plain(config),
-            init=None,
-            data_fingerprints={"output": card["fingerprint"]},
-            metrics=metrics,
-            timings={"seconds": round(time.time() - started, 3)},
-        )
+        record = StageManifest(out, config, init=None, inputs={"output": card["fingerprint"]})
+        record.write("completed", metrics, timings={"seconds": round(time.time() - started, 3)})
     print_summary(card, out, config.dry_run)
     if not train:
         print_warning(f"{out / DATA_FILE}: no rows left after the filters; later stages cannot read it")

@@ -34,7 +34,7 @@ SFT_RESPONSES = (
     "response",
     "completion",
     "reference",
-)  # engines/local/sft_data.py reads these beside a prompt
+)  # engines/local/train/sft_data.py reads these beside a prompt
 
 
 def stage_reads_as_is(kind: str, row: dict[str, Any]) -> bool:

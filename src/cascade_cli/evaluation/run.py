@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from cascade_cli.chat import NO_FLAG, check_mode, render_prompt
-from cascade_cli.checkpoint import require_model_dir
 from cascade_cli.config.eval import EvalSettings
 from cascade_cli.console import console, print_warning
 from cascade_cli.errors import CascadeUsageError
@@ -21,6 +20,7 @@ from cascade_cli.evaluation.benchmarks import Benchmark, resolve_benchmarks
 from cascade_cli.evaluation.responses import match_responses, self_labelled_records
 from cascade_cli.evaluation.scoring import score_benchmark
 from cascade_cli.jsonl import write_jsonl
+from cascade_cli.manifest import require_model_dir
 from cascade_cli.progress import Progress as ProgressBar
 from cascade_cli.records import rollout_record
 from cascade_cli.template_choice import RECORD_KEY, TemplateUse, choose_template
@@ -60,7 +60,7 @@ def _check_verifiers(groups: list[tuple[str, str]]) -> None:
 
 def planned_tokens(specs: list[Benchmark], rows_by_name: dict[str, list[Any]], settings: EvalSettings) -> int:
     """Every answer of the evaluation at full length: what `rollout.backend: auto` weighs against vLLM's
-    engine start (engines/local/rollout_backend.py)."""
+    engine start (engines/local/rollout/rollout_backend.py)."""
     return sum(
         len(rows_by_name[bench.name]) * (settings.k or bench.default_k) * (settings.max_tokens or bench.default_max_tokens)
         for bench in specs
@@ -102,7 +102,8 @@ def evaluate_checkpoint(
     for gsm8k/mbpp; the values used are in each benchmark's summary). Writes `results.json` and `samples.jsonl` under `out_dir` when given.
     """
     settings = settings or EvalSettings()
-    from cascade_cli.models.tiny import is_embedded_spec, resolve_model
+    from cascade_cli.models.resolve import resolve_model
+    from cascade_cli.models.tiny import is_embedded_spec
 
     if is_embedded_spec(str(model_dir)):
         model_dir = resolve_model(str(model_dir))  # `tiny`, `smollm2-135m`, `gguf:PATH`: built offline
@@ -113,7 +114,7 @@ def evaluate_checkpoint(
     rows_by_name = _load(specs, settings.limit)  # bad names, files and domains fail before the model loads
     _check_verifiers([(bench.name, bench.domain) for bench in specs])
 
-    from cascade_cli.engines.local.generation import Generator
+    from cascade_cli.engines.local.rollout.generation import Generator
 
     started = time.time()
     generator = Generator(

@@ -1,6 +1,6 @@
 """Scores per benchmark: avg@k (pass@1 averaged over k samples, the paper's metric) and unbiased pass@k.
 
-All numbers are percentages (0-100), as in the paper's tables. Verdicts come from the one scoring path,
+All numbers are percentages (0-100), as in the paper's tables. Verdicts come from the verifiers' scoring path,
 `cascade_cli.verifiers.batch.score_records`.
 """
 

@@ -3,7 +3,7 @@
 transformers' own `sdpa` repeats every KV head in memory (`repeat_kv`) on CPU whenever a mask is passed, i.e.
 at every decode step of a left-padded batch, and that copy costs more than the attention itself
 (benchmarks/grpo_vs_trl.py). It is numerically the same computation (tests/test_fast_attention.py). The
-rollout engine's shared-prompt decoding passes `shared_prompt` through it (engines/local/fast_attention.py).
+rollout engine's shared-prompt decoding passes `shared_prompt` through it (engines/local/ops/fast_attention.py).
 """
 
 from __future__ import annotations

@@ -1,13 +1,14 @@
-"""The one model + tokenizer loader: every trainer (SFT, reward model, GRPO for RLHF and RLVR), the rollout
+"""The model + tokenizer loader: every trainer (SFT, reward model, GRPO for RLHF and RLVR), the rollout
 generator (so evaluation, TTS and pass-rate filtering) and the reward service load through it.
 
-    path = resolve(spec, "init")                        # tiny / smollm2-135m / gguf: / a folder / a hub id
+    path = resolve(spec, "init")                        # models/resolve.py: tiny, smollm2-135m, a folder, a hub id
     tokenizer = load_tokenizer(path)                    # a pad token and the chat template, always
     model = load_model(path, dtype="float32")           # a causal LM on pick_device()
     model = load_model(path, head="score")              # a reward model: one-output linear head `score`
 
 On a CPU every loaded model attends through `gqa_sdpa` (models/attention.py). The device is chosen here
-and nowhere else: the GPU when there is one.
+and nowhere else: the GPU when there is one. A `str` spec is resolved on the way (models/resolve.py); a
+`Path` is a folder already resolved, loaded as is.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from cascade_cli.chat import OWN_TEMPLATE, adopt_template
 from cascade_cli.errors import CascadeUsageError
-from cascade_cli.models.tiny import resolve_model
+from cascade_cli.models.resolve import resolve
 from cascade_cli.progress import verbose
 
 DTYPES = ("float32", "bfloat16", "float16", "auto")
@@ -45,15 +46,6 @@ def quiet_transformers() -> None:
     hf_logging.set_verbosity_error()
 
 
-def resolve(spec: str | Path, key: str = "model") -> Path:
-    """Where `spec` loads from (models/tiny.resolve_model: embedded specs built once, a folder checked, a hub
-    id offline first); a bad spec is a usage error that names `key`."""
-    try:
-        return resolve_model(str(spec))
-    except CascadeUsageError as error:
-        raise CascadeUsageError(f"{key}: {error}") from None
-
-
 def _torch_dtype(dtype: Any) -> Any:
     import torch
 
@@ -64,6 +56,12 @@ def _torch_dtype(dtype: Any) -> Any:
     return "auto" if dtype == "auto" else getattr(torch, dtype)
 
 
+def where(spec: str | Path) -> Path:
+    """The folder to load: a `Path` is one already resolved (a stage's init, resolved once when it opens) and
+    is loaded as is; a `str` is a spec, resolved here (`resolve`)."""
+    return spec if isinstance(spec, Path) else resolve(spec)
+
+
 def load_tokenizer(spec: str | Path) -> Any:
     """The tokenizer saved with a checkpoint, with a pad token (eos when it has none) and, for a ChatML
     tokenizer, the project's chat template (`chat.adopt_template`), so every checkpoint saved with it
@@ -71,7 +69,7 @@ def load_tokenizer(spec: str | Path) -> Any:
     from transformers import AutoTokenizer
 
     quiet_transformers()
-    path = resolve(spec)
+    path = where(spec)
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(path))
     except OSError as error:
@@ -100,7 +98,7 @@ def load_model(
     if head not in HEADS:
         raise ValueError(f"head: expected one of {', '.join(HEADS)}; found {head!r}")
     quiet_transformers()
-    path = str(resolve(spec))
+    path = str(where(spec))
     try:
         if head == "causal":
             model = AutoModelForCausalLM.from_pretrained(path, dtype=_torch_dtype(dtype))

@@ -9,7 +9,6 @@ with `save_pretrained`, so transformers, vLLM and OpenRLHF read the directory li
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from cascade_cli import chat
@@ -132,63 +131,3 @@ def build_tiny(spec: str, out_dir: str | Path) -> Path:
     tokenizer.save_pretrained(out_dir)
     (out_dir / MARKER_NAME).write_text(json.dumps({"spec": f"tiny:{seed}", "seed": seed}, indent=2) + "\n")
     return out_dir
-
-
-def default_cache_dir() -> Path:
-    root = os.environ.get("CASCADE_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "cascade"
-    )
-    return Path(root) / "models"
-
-
-def _looks_like_path(init: str) -> bool:
-    return init.startswith(("/", ".", "~")) or init.endswith("/") or init.count("/") > 1
-
-
-def embedded_target(spec: str, cache_dir: str | Path | None = None) -> Path:
-    """Where the cache holds (or will hold) an embedded spec's model, without building it."""
-    from cascade_cli.models import real
-
-    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    if real.is_real_spec(spec):
-        return real.cache_target(spec.strip(), root)
-    return root / f"tiny-{tiny_seed(spec)}"
-
-
-def resolve_model(init: str, cache_dir: str | Path | None = None) -> Path:
-    """Where to load `init` from.
-
-    `tiny`/`tiny:SEED` are built once into `cache_dir/tiny-SEED`; `smollm2-135m` and `gguf:PATH` are
-    converted once into a plain HF checkpoint (`cascade_cli.models.real`); both atomically, so parallel
-    callers are safe, and that directory is returned. An existing local directory is returned as is. A hub
-    id (`org/name`) comes back as its cached snapshot folder, else unchanged as `Path(init)` (`str()` of it
-    is the id again) once the hub answers (specs.py: offline first, never a long wait). Anything
-    else fails at once, with a did-you-mean among the known specs.
-    """
-    from cascade_cli.models import real, specs
-    from cascade_cli.models.cache import build_once
-
-    init = str(init).strip()
-    root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    if real.is_real_spec(init):
-        return real.resolve(init, root)
-    if is_tiny_spec(init):
-        target = root / f"tiny-{tiny_seed(init)}"
-        return build_once(target, MARKER_NAME, lambda staging: build_tiny(init, staging))
-    local = Path(init).expanduser()
-    if local.exists():
-        if not (local / "config.json").is_file():
-            if (local / "adapter_config.json").is_file():  # a LoRA adapter alone: say so, and what to do
-                from cascade_cli.checkpoint import require_model_dir
-
-                require_model_dir(local, "model")
-            raise CascadeUsageError(f"model {init}: not a model directory (expected config.json)")
-        return local
-    if _looks_like_path(init) or not init:
-        raise CascadeUsageError(
-            f"model {init}: not found (expected `tiny`, `tiny:SEED`, `smollm2-135m`, `gguf:FILE.gguf`, "
-            "a local checkpoint directory or a hub id like org/name)"
-        )
-    if not specs.looks_like_hub_id(init):
-        raise specs.unknown_spec(init)
-    return specs.hub_model(init)

@@ -17,17 +17,15 @@ import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cascade_cli.errors import CascadeUsageError
-
-if TYPE_CHECKING:
-    from cascade_cli.recipe.loader import Recipe, Stage
+from cascade_cli.recipe.schema import Recipe, RecipeStage
 
 PREFIX = "best:"
 
 
-def references(stage: Stage) -> Iterator[tuple[str, str | None, str]]:
+def references(stage: RecipeStage) -> Iterator[tuple[str, str | None, str]]:
     """(key, mapping key or None, benchmark) of every `best:BENCHMARK` value of the stage's config."""
     for field in dataclasses.fields(stage.config):
         value = getattr(stage.config, field.name)
@@ -41,7 +39,7 @@ def _key(key: str, inner: str | None) -> str:
     return f"{key}.{inner}" if inner is not None else key
 
 
-def candidates(recipe: Recipe, stage: Stage) -> dict[str, str]:
+def candidates(recipe: Recipe, stage: RecipeStage) -> dict[str, str]:
     """Stage name -> checkpoint of what `best:` may name for `stage`: base, then every policy stage before it."""
     named = {"base": recipe.recipe.model} if recipe.eval.include_base else {}
     for earlier in recipe.stages[: recipe.stages.index(stage)]:
@@ -63,7 +61,7 @@ def check_references(recipe: Recipe) -> None:
                 raise CascadeUsageError(f"{where}: no stage before {stage.name} makes a checkpoint to name")
 
 
-def best_checkpoint(recipe: Recipe, stage: Stage, benchmark: str) -> tuple[str, str, float] | None:
+def best_checkpoint(recipe: Recipe, stage: RecipeStage, benchmark: str) -> tuple[str, str, float] | None:
     """(stage name, checkpoint, score) of the best candidate evaluated on `benchmark`; None before any is."""
     # Imported here, not at the top: the evaluation package is heavy and `recipe validate` needs none of it.
     from cascade_cli.evaluation.report import best_stage, stage_eval_dir
@@ -80,7 +78,7 @@ def best_checkpoint(recipe: Recipe, stage: Stage, benchmark: str) -> tuple[str, 
     return None if best is None else (best, named[best], scores[best])
 
 
-def resolve(recipe: Recipe, stage: Stage, *, strict: bool = True) -> tuple[Stage, list[str]]:
+def resolve(recipe: Recipe, stage: RecipeStage, *, strict: bool = True) -> tuple[RecipeStage, list[str]]:
     """`stage` with each `best:BENCHMARK` replaced by its checkpoint, and one line per replacement saying what
     it chose. `strict`: a benchmark without results yet is a usage error; else the value stays as it is."""
     changes: dict[str, Any] = {}

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +17,10 @@ from omegaconf.errors import OmegaConfBaseException
 from cascade_cli.config.structure import describe_error, parse_overrides, structure
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.recipe.lineage import check_references
-from cascade_cli.recipe.schema import RecipeConfig
-from cascade_cli.stages import STAGE_KINDS, StageKind
+from cascade_cli.recipe.schema import Recipe, RecipeConfig, RecipeStage
+from cascade_cli.stage_kinds import STAGE_KINDS, StageKind
+
+__all__ = ["Recipe", "RecipeStage", "load_recipe"]
 
 RECIPE_FIELDS = [f.name for f in dataclasses.fields(RecipeConfig)]
 
@@ -43,38 +44,6 @@ def find_recipe(path_or_name: str) -> Path:
         return builtins[name]
     known = ", ".join(builtins) or "none"
     raise CascadeUsageError(f"{path_or_name}: recipe not found (not a file; built-in recipes: {known})")
-
-
-@dataclass
-class Stage:
-    name: str
-    kind: StageKind
-    config: Any  # the kind's config dataclass, fully resolved
-
-    @property
-    def out(self) -> str:
-        return self.config.out
-
-
-@dataclass
-class Recipe:
-    path: Path
-    recipe: RecipeConfig
-    stages: list[Stage]
-    resolved: dict[str, Any]  # the whole recipe after overrides, defaults and interpolation
-    eval: Any = None  # EvalConfig
-
-    @property
-    def evaluates(self) -> bool:
-        return bool(self.eval is not None and self.eval.after_each_stage and self.eval.benchmarks)
-
-    def stage(self, name: str) -> Stage:
-        for stage in self.stages:
-            if stage.name == name:
-                return stage
-        raise CascadeUsageError(
-            f"{self.path}: no stage named {name!r} (stages: {', '.join(s.name for s in self.stages)})"
-        )
 
 
 def _load_yaml(path: Path) -> DictConfig:
@@ -163,7 +132,7 @@ def load_recipe(path_or_name: str, overrides: list[str] | None = None) -> Recipe
     top = {key: value for key, value in resolved.items() if key != "stages"}
     recipe = structure(RecipeConfig, {**top, "stages": {}}, where=where)
     stages = [
-        Stage(
+        RecipeStage(
             name=name,
             kind=kinds[name],
             config=structure(kinds[name].config_class(), values, where=where, prefix=f"stages.{name}"),

@@ -17,13 +17,13 @@ from typing import Any
 
 from rich.table import Table
 
-from cascade_cli.checkpoint import MANIFEST_NAME, config_fingerprint, fingerprint_path, read_manifest
 from cascade_cli.config.diff import RUNTIME_KEYS, class_defaults, config_diff, flatten
 from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console, print_done, print_skip
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
+from cascade_cli.manifest import MANIFEST_NAME, config_fingerprint, fingerprint_path, read_manifest
 from cascade_cli.recipe import lineage
-from cascade_cli.recipe.loader import Recipe, Stage
+from cascade_cli.recipe.schema import Recipe, RecipeStage
 
 RUN_MANIFEST = "run.json"
 INPUT_KEYS = ("init", "data", "reward_model", "eval_data", "source", "teachers")
@@ -40,7 +40,7 @@ def input_fingerprint(value: str) -> str:
     return fingerprint_path(path)
 
 
-def stage_values(stage: Stage) -> dict[str, Any]:
+def stage_values(stage: RecipeStage) -> dict[str, Any]:
     """The stage's config as recorded in run.json: `restart` says how to run it, not what it computes."""
     config = to_plain(stage.config)
     config.pop("restart", None)
@@ -56,7 +56,7 @@ def _inputs(key: str, value: Any) -> dict[str, Any]:
     return {key: value}
 
 
-def stage_fingerprints(stage: Stage) -> tuple[str, dict[str, str]]:
+def stage_fingerprints(stage: RecipeStage) -> tuple[str, dict[str, str]]:
     config = stage_values(stage)
     inputs = {
         name: input_fingerprint(value)
@@ -84,7 +84,7 @@ def _write_run_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
     tmp.replace(run_dir / RUN_MANIFEST)
 
 
-def select_stages(recipe: Recipe, from_stage: str | None, only: str | None) -> list[Stage]:
+def select_stages(recipe: Recipe, from_stage: str | None, only: str | None) -> list[RecipeStage]:
     if from_stage and only:
         raise CascadeUsageError("--from and --only cannot be used together")
     if only:
@@ -100,13 +100,13 @@ def select_stages(recipe: Recipe, from_stage: str | None, only: str | None) -> l
 RECIPE_RUNTIME_KEYS = tuple(key for key in RUNTIME_KEYS if key != "out")
 
 
-def is_up_to_date(record: dict[str, Any] | None, stage: Stage, fingerprints: tuple[str, dict[str, str]]) -> bool:
+def is_up_to_date(record: dict[str, Any] | None, stage: RecipeStage, fingerprints: tuple[str, dict[str, str]]) -> bool:
     if not record or record.get("status") != "completed" or "config_fingerprint" not in record:
         return False
     return not changed_keys(record, stage, fingerprints) and Path(stage.out).exists()
 
 
-def changed_keys(record: dict[str, Any] | None, stage: Stage, fingerprints: tuple[str, dict[str, str]]) -> list[str]:
+def changed_keys(record: dict[str, Any] | None, stage: RecipeStage, fingerprints: tuple[str, dict[str, str]]) -> list[str]:
     """What differs from the run run.json recorded, by the rule of config/diff.py (runtime keys and keys added
     to cascade since, at their defaults, are no change): `key: old -> new` per config key, `key (input
     changed)` per input; [] when nothing was recorded or nothing changed."""

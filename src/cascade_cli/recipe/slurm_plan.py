@@ -13,20 +13,20 @@ from pathlib import Path
 
 from cascade_cli.config.common import ClusterConfig
 from cascade_cli.recipe import lineage
-from cascade_cli.recipe.loader import Recipe, Stage
 from cascade_cli.recipe.plan import eval_argv, stage_argv
+from cascade_cli.recipe.schema import Recipe, RecipeStage
 
 SUBMIT = "submit.sh"
 
 
-def use_launcher(stages: list[Stage], launcher: str) -> None:
+def use_launcher(stages: list[RecipeStage], launcher: str) -> None:
     """Set cluster.launcher on every openrlhf stage (what `--launcher` says for the whole plan)."""
     for stage in stages:
         if getattr(stage.config, "engine", "local") == "openrlhf":
             stage.config.cluster.launcher = launcher
 
 
-def wants_slurm(stages: list[Stage]) -> bool:
+def wants_slurm(stages: list[RecipeStage]) -> bool:
     return any(
         getattr(stage.config, "engine", "local") == "openrlhf" and stage.config.cluster.launcher == "slurm"
         for stage in stages
@@ -37,14 +37,14 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-")
 
 
-def slurm_scripts(recipe: Recipe, stages: list[Stage]) -> dict[str, str]:
+def slurm_scripts(recipe: Recipe, stages: list[RecipeStage]) -> dict[str, str]:
     """File name -> script text, in submission order (submit.sh last)."""
     from cascade_cli.engines.openrlhf.agent_file import export_command
     from cascade_cli.engines.openrlhf.data import RL_KINDS
     from cascade_cli.engines.openrlhf.jobs import stage_jobs
     from cascade_cli.engines.openrlhf.runner import EPOCH_FILTER_PLAN, conversion_command
     from cascade_cli.engines.openrlhf.slurm import job_script, plain_script, submit_script
-    from cascade_cli.stages import openrlhf_builder
+    from cascade_cli.stage_kinds import openrlhf_builder
 
     log_dir = (Path(recipe.recipe.run_dir) / "slurm_logs").resolve()
     openrlhf = [stage for stage in stages if getattr(stage.config, "engine", "local") == "openrlhf"]

@@ -12,7 +12,7 @@ same prompt within the request):
   verifier passes (R_IF = 1), else 0. The reply's `scores` stay R_IF: OpenRLHF's dynamic filtering keeps a
   group by its mean score in (0, 1), which the bonus would push past 1 for a mostly-passing group.
 
-The RM is the Bradley-Terry checkpoint of `cascade rlhf rm` / OpenRLHF's train_rm, loaded by the one loader
+The RM is the Bradley-Terry checkpoint of `cascade rlhf rm` / OpenRLHF's train_rm, loaded by models/loader.py
 (the GPU when there is one) and scored in batches, or OpenRLHF's `serve_rm` at an http(s) URL
 (`POST {"query": [text, ...]}` -> `{"rewards": [...]}`), which then receives the same texts.
 """
@@ -89,8 +89,8 @@ def rlhf_results(records: list[dict[str, Any]], rm: list[float], options: dict[s
 
 
 def if_rm_results(records: list[dict[str, Any]], verified: list[RowResult], rm: list[float]) -> list[RowResult]:
-    """R_IF + sigmoid(z) for passing responses, 0 otherwise; z within each prompt's group of RM scores (the one
-    definition: verifiers/reward_model.if_rm_rewards, which the local engine's IF-RL uses too)."""
+    """R_IF + sigmoid(z) for passing responses, 0 otherwise; z within each prompt's group of RM scores (defined
+    once: verifiers/reward_model.if_rm_rewards, which the local engine's IF-RL uses too)."""
     rewards = if_rm_rewards(
         [r.reward for r in verified], [r.passed for r in verified], rm, [r["prompt"] for r in records]
     )

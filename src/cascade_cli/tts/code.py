@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cascade_cli.chat import render_prompt
-from cascade_cli.engines.local.generation import Completion
+from cascade_cli.engines.local.rollout.generation import Completion
 from cascade_cli.records import rollout_record, row_prompt
 from cascade_cli.tts.problems import Submission, hidden_label, public_label, round_prompt
 from cascade_cli.tts.select import Candidate, normalise_code, select_submission
@@ -96,7 +96,7 @@ def _records(pairs: list[tuple[ProblemState, str]], label_of: Callable[[ProblemS
 def _judge(
     pairs: list[tuple[ProblemState, str]], label_of: Callable[[ProblemState], Any], options: dict[str, Any]
 ) -> list[Any]:
-    """Verdicts of (problem, response) pairs through the one scoring path; a response repeated for the same
+    """Verdicts of (problem, response) pairs through the verifiers' batch path; a response repeated for the same
     problem (common: a confident model samples the same program often) is run once."""
     keys = [(id(state), text) for state, text in pairs]
     unique = dict(zip(keys, pairs, strict=True))

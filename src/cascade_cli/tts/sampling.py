@@ -1,4 +1,4 @@
-"""The local engine's generator (engines/local/generation.py) as the TTS commands' sampler, and the inputs
+"""The local engine's generator (engines/local/rollout/generation.py) as the TTS commands' sampler, and the inputs
 they share: a problem file and another system's responses."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cascade_cli.engines.local.generation import Completion, Generator
+from cascade_cli.engines.local.rollout.generation import Completion, Generator
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.records import load_rows
 
@@ -22,8 +22,9 @@ class SamplingSettings:
 
 
 def open_generator(model: str, settings: SamplingSettings) -> Generator:
-    from cascade_cli.checkpoint import require_model_dir
-    from cascade_cli.models.tiny import is_embedded_spec, resolve_model
+    from cascade_cli.manifest import require_model_dir
+    from cascade_cli.models.resolve import resolve_model
+    from cascade_cli.models.tiny import is_embedded_spec
 
     # `tiny`, `smollm2-135m`, `gguf:PATH`: built offline; anything else is a local checkpoint
     model_dir = resolve_model(model) if is_embedded_spec(model) else require_model_dir(model, "--model")

@@ -2,7 +2,7 @@
 
 The registry (domain -> verifier factory) is `registry.py`; the contract `base.py`.
 
-Every caller scores through the one batch scorer, `verifiers/batch.py`; `verify_batch` is its `list[Score]` face
+Every caller scores through the batch scorer, `verifiers/batch.py`; `verify_batch` is its `list[Score]` face
 (what the GRPO trainer calls).
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from cascade_cli.verifiers.base import Score, Verifier
-from cascade_cli.verifiers.registry import _REGISTRY, get_verifier, known_domains, register  # noqa: F401  (_REGISTRY: the one dict)
+from cascade_cli.verifiers.registry import _REGISTRY, get_verifier, known_domains, register  # noqa: F401  (_REGISTRY: the registry's dict)
 
 
 def verify_batch(

@@ -1,4 +1,4 @@
-"""The one scoring path: GRPO (`verifiers.verify_batch`), `cascade verify`, the reward service, reward_func,
+"""The scoring path every caller uses: GRPO (`verifiers.verify_batch`), `cascade verify`, the reward service, reward_func,
 pass-rate filtering and `cascade eval` all score rollout records through `score_records` here.
 
     results = score_records(records, domain="code", options={"code": {"workers": 8}})

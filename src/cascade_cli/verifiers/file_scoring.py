@@ -1,4 +1,4 @@
-"""`cascade verify`'s file front-end: read a JSONL file of rollout records, score them through the one
+"""`cascade verify`'s file front-end: read a JSONL file of rollout records, score them through the
 scoring path (`verifiers/batch.py`), write the scored rows and summarise them (pass rate, latency, rows/s).
 """
 

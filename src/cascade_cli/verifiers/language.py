@@ -12,7 +12,7 @@ from cascade_cli.verifiers.code_switch import detect_code_switch
 
 class LanguageVerifier(Verifier):
     """Domain `language`: reward 1 when the response keeps its prompt's script and language, 0 when it
-    code-switches. RLHF's code-switch check scores through it, on the one batch path; any label is accepted."""
+    code-switches. RLHF's code-switch check scores through it, on the batch path; any label is accepted."""
 
     domain = "language"
 

@@ -1,6 +1,6 @@
 """RLHF's reward (rows of domain `general`, Nemotron-Cascade §2.2): no rule verifies them, a Bradley-Terry
-reward model scores them. One definition for the local trainer (engines/local/rlhf.py), the reward-model
-trainer's evaluation (engines/local/reward_model.py) and the reward service (serve/rm_rewards.py):
+reward model scores them. Shared by the local trainer (engines/local/train/rlhf.py), the reward-model
+trainer's evaluation (engines/local/train/reward_model.py) and the reward service (serve/rm_rewards.py):
 
   text      what the RM reads: the rendered prompt, the answer (the text after `</think>`; the whole
             response when it is missing, so unfinished thinking is scored as its own answer), `<|im_end|>`,
@@ -11,7 +11,7 @@ trainer's evaluation (engines/local/reward_model.py) and the reward service (ser
   shaping   optional: each group's rewards z-scored, then tanh.
 
 IF-RL's reward-model bonus (the paper's thinking models, §4.4) is defined here too, for the local engine's IF-RL
-(engines/local/if_rm_bonus.py) and the reward service (`if_rm`): R_IF + sigmoid(z) when the IF verifier passes
+(engines/local/train/if_rm_bonus.py) and the reward service (`if_rm`): R_IF + sigmoid(z) when the IF verifier passes
 (R_IF = 1), else 0, where z is the RM score of the same text as RLHF's, z-scored within the prompt's group.
 """
 
@@ -48,7 +48,7 @@ def rm_text(prompt: str | list[dict[str, Any]], response: str, mode: str = "no_t
 
 
 def load_reward_model(spec: str | Path, device: str | None = None, dtype: Any = "float32") -> tuple[Any, Any]:
-    """(model, tokenizer) through the one loader: a reward-model checkpoint as is, or any causal-LM checkpoint
+    """(model, tokenizer) through models/loader.py: a reward-model checkpoint as is, or any causal-LM checkpoint
     with a fresh one-output `score` head."""
     from cascade_cli.models.loader import load_model, load_tokenizer
 

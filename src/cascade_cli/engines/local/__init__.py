@@ -1,2 +1,8 @@
-"""The `local` engine: every trainer (SFT, reward model, GRPO for RLHF and RLVR) in this process on a CPU or one
-GPU, and the rollout generator the evaluation and TTS also use."""
+"""The local engine: training and generation in this process, on this machine's CPU or GPU (docs/architecture.md).
+
+Three packages, imports pointing one way only (tests/test_import_graph.py holds it, type-only imports included):
+
+    train/    -> rollout/, ops/     the stage trainers and their lifecycle (stage.py)
+    rollout/  -> ops/               generating responses: the transformers loop or vLLM
+    ops/      -> (neither)          numeric building blocks: losses, log-probs, LoRA, optimizers, precision
+"""

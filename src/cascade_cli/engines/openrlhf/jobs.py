@@ -1,7 +1,7 @@
 """Typed stage config -> the exact OpenRLHF 0.11.2 jobs (flags from its argparse; see flagset.py).
 
 One builder per stage kind, each reading its config class's fields directly (the dataclass default is the
-only default; the stage table, `cascade_cli.stages`, names each kind's builder; `stage_jobs` runs it):
+only default; the stage table, `cascade_cli.stage_kinds`, names each kind's builder; `stage_jobs` runs it):
 
 - sft_jobs(SFTConfig), reward_model_jobs(RewardModelConfig): `ray job submit ... -- LAUNCHER
   openrlhf.cli.train_sft|train_rm <dotted flags>`, LAUNCHER by cluster.launcher (launch.py): on one node
@@ -50,7 +50,8 @@ from cascade_cli.engines.openrlhf.logger_args import logger_args
 from cascade_cli.engines.openrlhf.validate import validate_args
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.models.real import cache_target, is_real_spec
-from cascade_cli.models.tiny import default_cache_dir, is_tiny_spec, tiny_seed
+from cascade_cli.models.resolve import default_cache_dir
+from cascade_cli.models.tiny import is_tiny_spec, tiny_seed
 from cascade_cli.serve.auth import TOKEN_ENV, TOKEN_REF, url_with_token_ref
 
 DATA_DIR = "openrlhf_data"
@@ -423,7 +424,7 @@ JobBuilder = Callable[[Any], list[OpenRLHFJob]]
 
 def stage_jobs(config: StageConfig, builder: JobBuilder) -> list[OpenRLHFJob]:
     """Every OpenRLHF job of a stage, in order (an RL stage: one per phase of its length schedule), from the
-    kind's builder (`cascade_cli.stages` names it: sft_jobs, reward_model_jobs, rlvr_jobs, rlhf_jobs). The
+    kind's builder (`cascade_cli.stage_kinds` names it: sft_jobs, reward_model_jobs, rlvr_jobs, rlhf_jobs). The
     config's own checks run first (config/checks.py), as they do before every run."""
     try:
         validate(config)

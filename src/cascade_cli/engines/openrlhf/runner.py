@@ -20,9 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cascade_cli.chat import CHAT_TEMPLATE
-from cascade_cli.checkpoint import read_manifest, write_manifest
 from cascade_cli.config.common import StageConfig
-from cascade_cli.config.structure import to_plain
 from cascade_cli.console import console, labelled, print_skip, print_warning
 from cascade_cli.engines.openrlhf.agent_file import export, export_command
 from cascade_cli.engines.openrlhf.data import RL_KINDS, convert_stage_data, stage_mode, write_phase_files
@@ -38,7 +36,9 @@ from cascade_cli.engines.openrlhf.jobs import (
 )
 from cascade_cli.engines.openrlhf.preflight import preflight
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
-from cascade_cli.models.tiny import is_embedded_spec, resolve_model
+from cascade_cli.manifest import StageManifest
+from cascade_cli.models.resolve import resolve_model
+from cascade_cli.models.tiny import is_embedded_spec
 from cascade_cli.serve.auth import expand_token_ref, with_token_env
 
 LOG_DIR = "openrlhf_logs"
@@ -179,9 +179,9 @@ def init_template_warning(config: StageConfig) -> str | None:
     return None
 
 
-def completed_jobs(out: Path) -> dict[str, dict[str, Any]]:
+def completed_jobs(record: StageManifest) -> dict[str, dict[str, Any]]:
     """Jobs an earlier run of this stage finished (from its manifest), by name."""
-    earlier = read_manifest(out) or {}
+    earlier = record.previous()
     return {job["name"]: job for job in earlier.get("openrlhf_jobs", []) if job.get("status") == "SUCCEEDED"}
 
 
@@ -189,7 +189,7 @@ def run_openrlhf_stage(
     config: StageConfig, builder: JobBuilder, entrypoint_override: EntrypointOverride | None = None
 ) -> dict[str, Any]:
     """Validate, then (unless dry_run) convert the data and run the stage's jobs in order. `builder` is the
-    kind's job builder from the stage table (`cascade_cli.stages`).
+    kind's job builder from the stage table (`cascade_cli.stage_kinds`).
 
     `entrypoint_override` replaces what each job runs on the cluster (the submission, log streaming and
     manifest stay real); tests use it to let a CPU stand-in play the trainer.
@@ -222,27 +222,17 @@ def run_openrlhf_stage(
         write_phase_files(
             data_path, samples, [phase_data_path(config, k) for k in range(len(samples))], config.seed
         )
-    plain = to_plain(config)
     records: list[dict[str, Any]] = []
     checked: list[bool] = []  # the cluster checks run once, before the first job this run submits
 
-    def manifest(status: str, extra: dict[str, Any] | None = None) -> None:
-        write_manifest(
-            out,
-            stage=stage_name(config),
-            kind=config.kind,
-            config=plain,
-            init=str(config.init),
-            metrics={"jobs": len(records), "rows": rows},
-            status=status,
-            timings={"seconds": round(time.time() - started, 2)},
-            extra={
-                "engine": "openrlhf",
-                "output_dir": str(out),
-                "openrlhf_data": str(data_path),
-                "openrlhf_jobs": records,
-                **(extra or {}),
-            },
+    stage_manifest = StageManifest(
+        out, config, init=str(config.init), extra={"engine": "openrlhf", "output_dir": str(out), "openrlhf_data": str(data_path)}
+    )
+
+    def manifest(status: str) -> None:
+        stage_manifest.write(
+            status, {"jobs": len(records), "rows": rows}, timings={"seconds": round(time.time() - started, 2)},
+            extra={"openrlhf_jobs": records},
         )
 
     def run_job(job: OpenRLHFJob) -> None:
@@ -298,7 +288,7 @@ def run_openrlhf_stage(
     if config.kind in RL_KINDS and config.epoch_filter:
         run_epoch_jobs(config, run_job)  # one job per epoch, resumable from its own state file
     else:
-        done = completed_jobs(out)
+        done = completed_jobs(stage_manifest)
         for job in jobs:
             earlier = done.get(job.name)
             if earlier and earlier.get("command") == job.argv and (Path(job.output_dir) / "config.json").is_file():

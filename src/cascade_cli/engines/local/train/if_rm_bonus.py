@@ -1,0 +1,88 @@
+"""IF-RL with the reward-model bonus on the local engine (`rlvr --domain if`, `if_rm_bonus: true`).
+
+The paper's thinking models (Nemotron-Cascade §4.4) pay IF-RL r = R_IF + sigmoid(z) when the IF verifier
+passes (R_IF = 1), else 0, where z is the RLHF reward model's score of the answer z-scored within the prompt's
+group: among answers that follow every instruction the better answer earns more, so a policy cannot gain by
+shrinking its answers to what the constraints alone reward. Shared with the reward service's `if_rm`
+(verifiers/reward_model.if_rm_rewards): the same rows get the same rewards on both engines.
+
+  score     each chunk's records: the IF verifier's verdict, and the RM's score of RLHF's text (the rendered
+            prompt, the answer after `</think>`, `<|im_end|>`), in batches of `rm_batch_size`;
+  finalize  the whole round: z within each prompt's group, then the reward above. details keep the verifier's
+            reward as `score` (R_IF), the RM's `rm_score` and `rm_z`.
+The reward model loads on the policy's device once the trainer has placed the policy (`load`, run_grpo's setup).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from cascade_cli.chat import render_prompt
+from cascade_cli.engines.local.train.rl_rewards import RewardHook, VerifierReward
+from cascade_cli.verifiers import Score
+from cascade_cli.verifiers import reward_model as rm
+
+
+class IfRewardModelBonus(RewardHook):
+    """IF verifier + RLHF reward-model bonus (see the module docstring)."""
+
+    overlap = True
+
+    def __init__(
+        self, verifier: VerifierReward, reward_model: str | Path, *, batch_size: int = 32, max_len: int = 4096
+    ) -> None:
+        self.verifier = verifier
+        self.reward_model, self.batch_size, self.max_len = str(reward_model), batch_size, max_len
+        self.scorer: rm.RewardModelScorer | None = None
+
+    def load(self, device: str | None) -> None:
+        """Load the reward model (frozen) on `device`: the policy's, so both share the accelerator."""
+        self.scorer = rm.RewardModelScorer(
+            self.reward_model, batch_size=self.batch_size, max_len=self.max_len, device=device
+        )
+
+    def score(self, records: list[dict[str, Any]]) -> list[Score]:
+        if self.scorer is None:
+            self.load(None)
+        assert self.scorer is not None
+        verified = self.verifier.score(records)
+        values = self.scorer.scores([rm.rm_input(rendered(r), r["response"]) for r in records])
+        return [
+            Score(reward=s.reward, passed=s.passed, details={**s.details, "rm_score": value})
+            for s, value in zip(verified, values, strict=True)
+        ]
+
+    def finalize(self, records: list[dict[str, Any]], scores: list[Score]) -> list[Score]:
+        rewards = rm.if_rm_rewards(
+            [s.reward for s in scores],
+            [s.passed for s in scores],
+            [float(s.details["rm_score"]) for s in scores],
+            [rendered(r) for r in records],  # a prompt's group, as the reward service groups a request
+        )
+        return [
+            Score(reward=reward, passed=s.passed, details={**s.details, "rm_z": z, "score": s.reward})
+            for s, (reward, z) in zip(scores, rewards, strict=True)
+        ]
+
+    def close(self) -> None:
+        if self.scorer is not None:
+            self.scorer.close()
+
+
+def rendered(record: dict[str, Any]) -> str:
+    """The record's prompt as the policy saw it (its mode's ChatML): what the RM reads before the answer."""
+    return render_prompt(record["prompt"], record.get("mode") or "no_think")
+
+
+def with_rm_bonus(config: Any, verifier: VerifierReward, device: str) -> IfRewardModelBonus:
+    """An RLVR config's IF-RL hook with the bonus, its reward model (`config.reward_model`: a checkpoint path or
+    model spec) loaded on `device`, the policy's."""
+    from cascade_cli.models.resolve import resolve
+
+    bonus = IfRewardModelBonus(
+        verifier, resolve(str(config.reward_model), "reward_model"), batch_size=config.rm_batch_size,
+        max_len=config.rm_max_len,
+    )  # fmt: skip
+    bonus.load(device)
+    return bonus
