@@ -40,24 +40,21 @@ from typing import Any
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
 from cascade_cli.verifiers.code.sandbox import (
     NOBODY,
-    SANDBOX_ENV,
-    SANDBOX_ETC,
     SANDBOX_HOSTNAME,
     SANDBOX_WORKDIR,
     SYSTEM_RO_PATHS,
-    SYSTEM_SYMLINKS,
     Sandbox,
     SandboxCrashed,
     _python_flags,
     find_bwrap,
     host_cannot_sandbox,
+    read_only_system,
 )
 from cascade_cli.verifiers.code.sandbox_files import (
     SandboxUnavailable,
     _cache_root,
     _publish,
     _write_once,
-    etc_file,
     mirror_runtime,
     world_traversable,
 )
@@ -161,20 +158,9 @@ class RewardSandboxSpec:
             "--clearenv",
             "--cap-drop", "ALL",
         ]  # fmt: skip
-        for name, value in SANDBOX_ENV.items():
-            argv += ["--setenv", name, value]
-        for path in SYSTEM_RO_PATHS:
-            if os.path.isdir(path) and not os.path.islink(path):
-                argv += ["--ro-bind", path, path]
-        for target, link in SYSTEM_SYMLINKS:
-            if os.path.isdir("/" + target):
-                argv += ["--symlink", target, link]
-        if prefix != Path("/usr"):
-            argv += ["--ro-bind", str(runtime_source), str(prefix)]
-        for path in self.bound_site_dirs():
+        argv += read_only_system(prefix, runtime_source)
+        for path in self.bound_site_dirs():  # after the runtime: a site dir may lie inside it
             argv += ["--ro-bind", path, path]
-        for name, text in SANDBOX_ETC.items():
-            argv += ["--ro-bind", str(etc_file(name, text)), f"/etc/{name}"]
         argv += [
             "--ro-bind", str(harness_dir()), HARNESS_DIR,
             "--ro-bind", self.file, self.sandbox_file,

@@ -139,6 +139,26 @@ def _argv_cache(spec: SandboxSpec) -> tuple[list[str], dict[str, Any]]:
         return _ARGV_CACHE[spec]
 
 
+def read_only_system(prefix: Path, runtime_source: Path) -> list[str]:
+    """bwrap arguments for what every cascade sandbox sees of the host (the code verifier's and a user reward's):
+    the sandbox environment, read-only /usr binds and their symlinks, the interpreter's runtime at `prefix`
+    (from `runtime_source`, a copy where `nobody` cannot reach the original) and the generated /etc files."""
+    argv: list[str] = []
+    for name, value in SANDBOX_ENV.items():
+        argv += ["--setenv", name, value]
+    for path in SYSTEM_RO_PATHS:
+        if os.path.isdir(path) and not os.path.islink(path):
+            argv += ["--ro-bind", path, path]
+    for target, link in SYSTEM_SYMLINKS:
+        if os.path.isdir("/" + target):
+            argv += ["--symlink", target, link]
+    if prefix != Path("/usr"):
+        argv += ["--ro-bind", str(runtime_source), str(prefix)]
+    for name, text in SANDBOX_ETC.items():
+        argv += ["--ro-bind", str(etc_file(name, text)), f"/etc/{name}"]
+    return argv
+
+
 def _build_argv(spec: SandboxSpec) -> tuple[list[str], dict[str, Any]]:
     python = Path(os.path.realpath(spec.python or sys.executable))
     harness = harness_dir()
@@ -176,18 +196,7 @@ def _build_argv(spec: SandboxSpec) -> tuple[list[str], dict[str, Any]]:
         "--cap-add", "CAP_SYS_ADMIN",
         "--cap-add", "CAP_NET_ADMIN",
     ]  # fmt: skip
-    for name, value in SANDBOX_ENV.items():
-        argv += ["--setenv", name, value]
-    for path in SYSTEM_RO_PATHS:
-        if os.path.isdir(path) and not os.path.islink(path):
-            argv += ["--ro-bind", path, path]
-    for target, link in SYSTEM_SYMLINKS:
-        if os.path.isdir("/" + target):
-            argv += ["--symlink", target, link]
-    if prefix != Path("/usr"):
-        argv += ["--ro-bind", str(runtime_source), str(prefix)]
-    for name, text in SANDBOX_ETC.items():
-        argv += ["--ro-bind", str(etc_file(name, text)), f"/etc/{name}"]
+    argv += read_only_system(prefix, runtime_source)
     argv += [
         "--ro-bind", str(harness), SANDBOX_HARNESS_DIR,
         "--proc", "/proc",
