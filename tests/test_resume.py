@@ -27,6 +27,15 @@ from cascade_cli.models import tiny
 
 # 6:done: after the last step's state, which only a stage trained with keep_trainer_state saves.
 KILL_POINTS = ["2:done", "4", "4:swap", "6:done"]
+# "4" and "4:swap" leave a half-written or half-renamed state that the save protocol of
+# engines/local/checkpoint.py (one for every trainer) sets aside, so the rerun resumes from step 2 as after
+# "2:done": SFT runs them by default, the reward model in `make test-all` (as GRPO and distillation do).
+SAVE_PROTOCOL_ONLY = {"4", "4:swap"}
+KILL_CASES = [
+    pytest.param(trainer, kill_at, id=f"{trainer}-{kill_at}",
+                 marks=[pytest.mark.slow] if trainer != "sft" and kill_at in SAVE_PROTOCOL_ONLY else [])
+    for trainer in ("sft", "rm") for kill_at in KILL_POINTS
+]  # fmt: skip
 TIMING_KEYS = {"tokens_per_s"}
 
 
@@ -81,8 +90,7 @@ def straight(setup):
     return runs
 
 
-@pytest.mark.parametrize("kill_at", KILL_POINTS)
-@pytest.mark.parametrize("trainer", ["sft", "rm"])
+@pytest.mark.parametrize(("trainer", "kill_at"), KILL_CASES)
 def test_kill_then_rerun_equals_an_uninterrupted_run(setup, straight, tmp_path, trainer, kill_at):
     args, out = commands(setup)[trainer], tmp_path / "killed"
     keep = kill_at == "6:done"
