@@ -23,6 +23,9 @@ from cascade_cli.engines.local.checkpoint import KILL_HOOK
 from cascade_cli.jsonl import write_jsonl
 from cascade_cli.models import tiny
 
+sys.path.insert(0, str(Path(__file__).parent))
+import cli_fork  # noqa: E402
+
 pytestmark = pytest.mark.timeout(900)
 
 FIRST_STAGE_CHANGED = "other inputs: init (that checkpoint was trained again since)"
@@ -44,9 +47,7 @@ def cascade(root: Path, *args: str, kill_at: str | None = None) -> subprocess.Co
     env.pop(KILL_HOOK, None)
     if kill_at:
         env[KILL_HOOK] = kill_at
-    return subprocess.run(
-        [sys.executable, "-m", "cascade_cli", *args], env=env, capture_output=True, text=True, timeout=600, check=False
-    )
+    return cli_fork.run(list(args), env)  # a real process, killed for real, forked ready (cli_fork.py)
 
 
 def ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
