@@ -18,8 +18,7 @@ from cascade_cli.jsonl import write_jsonl  # noqa: E402
 from test_grpo_resume import cascade, kill_then_rerun  # noqa: E402
 from test_grpo_support import build_model_dir, toy_rows  # noqa: E402
 
-# "save:4:swap" tests the save protocol of engines/local/checkpoint.py, run by default on SFT (test_resume.py).
-KILL_POINTS = [("save:2:done", 2), pytest.param("save:4:swap", 2, marks=pytest.mark.slow), ("score:6", 4)]
+KILL_POINTS = [("save:2:done", 2), ("save:4:swap", 2), ("score:6", 4)]
 
 
 @pytest.fixture(scope="module")

@@ -27,15 +27,7 @@ from cascade_cli.jsonl import write_jsonl  # noqa: E402
 from test_grpo_support import KILL_AT_SCORE, TIME_KEYS, build_model_dir, toy_rows, without_timings  # noqa: E402
 
 # (kill point, step the rerun resumes from; 0: it starts over)
-# "save:4" and "save:4:swap" test the save protocol of engines/local/checkpoint.py, the same for every trainer
-# and run by default on SFT (test_resume.py): here they are slow (`make test-all`).
-KILL_POINTS = [
-    ("save:2:done", 2),
-    pytest.param("save:4", 2, marks=pytest.mark.slow),
-    pytest.param("save:4:swap", 2, marks=pytest.mark.slow),
-    ("score:6", 4),
-    ("score:2", 0),
-]
+KILL_POINTS = [("save:2:done", 2), ("save:4", 2), ("save:4:swap", 2), ("score:6", 4), ("score:2", 0)]
 
 
 @pytest.fixture(scope="module")

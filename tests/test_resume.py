@@ -30,15 +30,6 @@ import cli_fork  # noqa: E402
 
 # 6:done: after the last step's state, which only a stage trained with keep_trainer_state saves.
 KILL_POINTS = ["2:done", "4", "4:swap", "6:done"]
-# "4" and "4:swap" leave a half-written or half-renamed state that the save protocol of
-# engines/local/checkpoint.py (one for every trainer) sets aside, so the rerun resumes from step 2 as after
-# "2:done": SFT runs them by default, the reward model in `make test-all` (as GRPO and distillation do).
-SAVE_PROTOCOL_ONLY = {"4", "4:swap"}
-KILL_CASES = [
-    pytest.param(trainer, kill_at, id=f"{trainer}-{kill_at}",
-                 marks=[pytest.mark.slow] if trainer != "sft" and kill_at in SAVE_PROTOCOL_ONLY else [])
-    for trainer in ("sft", "rm") for kill_at in KILL_POINTS
-]  # fmt: skip
 TIMING_KEYS = {"tokens_per_s"}
 
 
@@ -90,7 +81,8 @@ def straight(setup):
     return runs
 
 
-@pytest.mark.parametrize(("trainer", "kill_at"), KILL_CASES)
+@pytest.mark.parametrize("kill_at", KILL_POINTS)
+@pytest.mark.parametrize("trainer", ["sft", "rm"])
 def test_kill_then_rerun_equals_an_uninterrupted_run(setup, straight, tmp_path, trainer, kill_at):
     args, out = commands(setup)[trainer], tmp_path / "killed"
     keep = kill_at == "6:done"
@@ -124,9 +116,7 @@ def test_completed_rerun_trains_nothing(setup, straight, trainer):
     assert {p.name: p.stat().st_mtime_ns for p in out.iterdir() if p.is_file()} == before
 
 
-# The config comparison (engines/local/checkpoint.py) is one for every trainer: SFT's run here and RL's in
-# test_grpo_resume.py are default, the reward model's is slow.
-@pytest.mark.parametrize("trainer", ["sft", pytest.param("rm", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("trainer", ["sft", "rm"])
 def test_changed_config_exits_2_naming_the_key_unless_restart(setup, straight, tmp_path, trainer):
     args, out = commands(setup)[trainer], tmp_path / "out"
     stopped = cascade([*args, "stop_after=2"], out)
