@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -65,7 +66,7 @@ def _start() -> subprocess.Popen:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "COLUMNS": "200"}
         _zygote = subprocess.Popen(
             [sys.executable, "-c", ZYGOTE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True,
-            cwd=str(Path(__file__).parent),
+            cwd=str(Path(__file__).parent), start_new_session=True,  # its own group: the commands go with it
         )  # fmt: skip
         atexit.register(_stop, _zygote)
     return _zygote
@@ -90,10 +91,15 @@ def run(argv: list[str], env: dict[str, str], *, entry: str = "cascade", cwd: st
         out, err = Path(folder) / "stdout", Path(folder) / "stderr"
         job = {"argv": [str(a) for a in argv], "env": env, "entry": entry, "stdout": str(out), "stderr": str(err),
                "cwd": str(cwd or os.getcwd())}  # fmt: skip
-        zygote.stdin.write(json.dumps(job) + "\n")
-        zygote.stdin.flush()
-        reply = zygote.stdout.readline()
-        if not reply:
-            raise RuntimeError("the cascade zygote ended")
+        try:
+            zygote.stdin.write(json.dumps(job) + "\n")
+            zygote.stdin.flush()
+            reply = zygote.stdout.readline()
+            if not reply:
+                raise RuntimeError("the cascade zygote ended")
+        except BaseException:  # a timeout in the middle of a command: it ends, the next one gets a fresh zygote
+            os.killpg(zygote.pid, signal.SIGKILL)
+            zygote.wait()
+            raise
         returncode = json.loads(reply)["returncode"]
         return subprocess.CompletedProcess(argv, returncode, out.read_text(), err.read_text())
