@@ -64,3 +64,34 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture
+def single_thread(monkeypatch):
+    """One thread for a test and the stages it runs in-process (CASCADE_THREADS=1, torch's own count):
+    deterministic numerics, and no contention with other work on a shared machine."""
+    import torch
+
+    monkeypatch.setenv("CASCADE_THREADS", "1")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory) -> Path:
+    """The random `tiny:0` checkpoint, built once for the session (tests train from it, never into it)."""
+    from cascade_cli.models.tiny import build_tiny
+
+    return build_tiny("tiny:0", tmp_path_factory.mktemp("tiny0") / "tiny")
+
+
+@pytest.fixture
+def toy_verifier(monkeypatch):
+    """The toy task's dense verifier (tests/test_grpo_support.py: LetterVerifier) stands in for `math`,
+    restored after the test; its stages run on one thread."""
+    from cascade_cli import verifiers
+
+    monkeypatch.setitem(verifiers._REGISTRY, "math", "test_grpo_support:LetterVerifier")
+    monkeypatch.setenv("CASCADE_THREADS", "1")

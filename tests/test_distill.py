@@ -32,19 +32,7 @@ from cascade_cli.models.loader import load_model, load_tokenizer
 sys.path.insert(0, str(Path(__file__).parent))
 from test_grpo_support import build_model_dir, toy_rows  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def one_thread(monkeypatch):
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    monkeypatch.setenv("CASCADE_THREADS", "1")
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture
-def toy_verifier(monkeypatch):
-    monkeypatch.setitem(verifiers._REGISTRY, "math", "test_grpo_support:LetterVerifier")
+pytestmark = pytest.mark.usefixtures("single_thread")  # conftest.py, as `toy_verifier`
 
 
 @pytest.fixture(scope="module")

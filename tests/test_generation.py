@@ -25,13 +25,8 @@ PROMPTS = [
 ]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Two cores shared by many processes: one torch thread avoids OpenMP spin-waits (15x faster here)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# Two cores shared by many processes: one torch thread avoids OpenMP spin-waits (15x faster here).
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

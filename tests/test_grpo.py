@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from cascade_cli import verifiers
 from cascade_cli.config.grpo import PhaseConfig, RLVRConfig
 from cascade_cli.engines.local.ops.logprobs import response_hidden
 from cascade_cli.engines.local.ops.losses import group_advantages, grpo_loss, is_uniform, training_rewards
@@ -22,32 +21,10 @@ from cascade_cli.jsonl import write_jsonl
 from cascade_cli.manifest import read_manifest, read_metrics
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_grpo_support import (  # noqa: E402
-    LetterVerifier,
-    build_model_dir,
-    toy_rows,
-    without_timings,
-)
+from test_grpo_support import LetterVerifier, toy_rows, without_timings  # noqa: E402
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture
-def toy_verifier(monkeypatch):
-    """Stand the dense toy verifier in for `math` (restored after the test)."""
-    monkeypatch.setitem(verifiers._REGISTRY, "math", "test_grpo_support:LetterVerifier")
-    monkeypatch.setenv("CASCADE_THREADS", "1")
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory) -> Path:
-    return build_model_dir(tmp_path_factory.mktemp("grpo") / "tiny", seed=0)
+# conftest.py: one torch thread for the module, `toy_verifier` (the dense toy verifier as `math`), `tiny_dir`.
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def toy_config(tmp_path: Path, tiny_dir: Path, **overrides) -> RLVRConfig:

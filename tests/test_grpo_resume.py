@@ -20,6 +20,7 @@ import pytest
 from safetensors.torch import load_file
 
 sys.path.insert(0, str(Path(__file__).parent))
+import cli_fork  # noqa: E402
 from cascade_cli.engines.local.train.trainer_state import KILL_HOOK  # noqa: E402
 from cascade_cli.jsonl import write_jsonl  # noqa: E402
 from cascade_cli.manifest import read_manifest, read_metrics  # noqa: E402
@@ -49,8 +50,8 @@ def cascade(args: list[str], out: Path, kill_at: str | None = None) -> subproces
     if kill_at:
         where, point = kill_at.split(":", 1)
         env[KILL_HOOK if where == "save" else KILL_AT_SCORE] = point
-    command = [sys.executable, "-c", "import test_grpo_support as s; s.cli_main()", *args, "--out", str(out)]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
+    # `test_grpo_support.cli_main`: the real CLI with the toy verifier; a real process, forked ready (cli_fork.py)
+    return cli_fork.run([*args, "--out", str(out)], env, entry="cli_main")
 
 
 @pytest.fixture(scope="module")

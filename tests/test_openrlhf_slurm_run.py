@@ -113,30 +113,20 @@ def slurm(tmp_path_factory):
     )
     env = {**os.environ, "SLURM_CONF": str(conf)}
     started: list[subprocess.Popen] = []
+
+    def start(*argv: str) -> None:
+        """A daemon in the foreground (-F / -D), its output discarded; stopped when the fixture ends."""
+        started.append(subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+
     if not munge_works():
         Path("/run/munge").mkdir(parents=True, exist_ok=True)
         shutil.chown("/run/munge", "munge", "munge")
-        started.append(
-            subprocess.Popen(
-                ["munged", "-F", "--force"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-            )
-        )
+        start("munged", "-F", "--force")
         time.sleep(1)
-    started.append(
-        subprocess.Popen(
-            ["slurmctld", "-D", "-f", str(conf)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
-        )
-    )
+    start("slurmctld", "-D", "-f", str(conf))
     time.sleep(1)
     for node in (host, "localhost"):
-        started.append(
-            subprocess.Popen(
-                ["slurmd", "-D", "-f", str(conf), "-N", node],
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.STDOUT,
-            )
-        )
+        start("slurmd", "-D", "-f", str(conf), "-N", node)
     try:
         deadline, states = time.time() + 60, ""
         while time.time() < deadline:
@@ -180,6 +170,12 @@ def plan_sft(tmp_path: Path, env: dict[str, str]) -> Path:
         " slurm_partition: cascade, slurm_time: '00:10:00'}\n"
         "stages:\n  sft: {kind: sft, engine: openrlhf, data: sft.jsonl, init: Qwen/Qwen3-8B-Base}\n"
     )
+    return plan_with_stand_in(tmp_path, env, "01_sft.sbatch", "-m openrlhf.cli.train_sft")
+
+
+def plan_with_stand_in(tmp_path: Path, env: dict[str, str], script_name: str, trainer: str) -> Path:
+    """`cascade recipe plan r.yaml --out plan` in tmp_path; the `trainer` command of plan/SCRIPT_NAME replaced
+    by the gloo_check stand-in; the plan's submit.sh."""
     result = subprocess.run(
         [sys.executable, "-m", "cascade_cli", "recipe", "plan", "r.yaml", "--out", "plan"],
         cwd=tmp_path,
@@ -188,10 +184,10 @@ def plan_sft(tmp_path: Path, env: dict[str, str]) -> Path:
         text=True,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    script = tmp_path / "plan" / "01_sft.sbatch"
+    script = tmp_path / "plan" / script_name
     text = script.read_text()
-    assert "-m openrlhf.cli.train_sft" in text
-    script.write_text(text.replace("-m openrlhf.cli.train_sft", f"-m {STAND_IN}"))
+    assert trainer in text
+    script.write_text(text.replace(trainer, trainer.replace(trainer.split()[-1], STAND_IN)))
     return tmp_path / "plan" / "submit.sh"
 
 
@@ -267,19 +263,7 @@ def plan_rl(tmp_path: Path, env: dict[str, str]) -> Path:
         "stages:\n  math_rl: {kind: rlvr, domain: math, engine: openrlhf, data: math.jsonl,"
         " init: Qwen/Qwen3-8B-Base, prompts_per_step: 2, group_size: 2, phases: [{steps: 1}]}\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-m", "cascade_cli", "recipe", "plan", "r.yaml", "--out", "plan"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    script = tmp_path / "plan" / "01_math_rl.sbatch"
-    text = script.read_text()
-    assert "python3 -m openrlhf.cli.train_ppo_ray" in text
-    script.write_text(text.replace("python3 -m openrlhf.cli.train_ppo_ray", f"python3 -m {STAND_IN}"))
-    return tmp_path / "plan" / "submit.sh"
+    return plan_with_stand_in(tmp_path, env, "01_math_rl.sbatch", "python3 -m openrlhf.cli.train_ppo_ray")
 
 
 def test_rl_sbatch_script_starts_a_ray_cluster_on_the_allocation(tmp_path, slurm):

@@ -25,6 +25,9 @@ from cascade_cli.jsonl import write_jsonl
 from cascade_cli.manifest import read_manifest
 from cascade_cli.models.resolve import resolve_model
 
+sys.path.insert(0, str(Path(__file__).parent))
+import cli_fork  # noqa: E402
+
 # 6:done: after the last step's state, which only a stage trained with keep_trainer_state saves.
 KILL_POINTS = ["2:done", "4", "4:swap", "6:done"]
 TIMING_KEYS = {"tokens_per_s"}
@@ -54,10 +57,7 @@ def cascade(args: list[str], out: Path, kill_at: str | None = None) -> subproces
     env.pop(KILL_HOOK, None)
     if kill_at:
         env[KILL_HOOK] = kill_at
-    return subprocess.run(
-        [sys.executable, "-m", "cascade_cli", *args, "--out", str(out)],
-        env=env, capture_output=True, text=True, timeout=300, check=False,
-    )
+    return cli_fork.run([*args, "--out", str(out)], env)  # a real process, killed for real, forked ready
 
 
 def metrics(out: Path) -> list[dict]:

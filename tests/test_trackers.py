@@ -9,22 +9,20 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 from cascade_cli.engines.local.train.grpo import run_rlvr
 from cascade_cli.manifest import read_metrics
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_grpo import toy_config  # noqa: E402
-from test_grpo_support import build_model_dir  # noqa: E402
 from tracker_files import mlflow_run, tensorboard_scalars, tensorboard_texts, wandb_run  # noqa: E402
 
 ALL = ["tensorboard", "wandb", "mlflow"]
 
 
 @pytest.fixture(autouse=True)
-def offline_trackers(monkeypatch):
-    """No network, no account: wandb offline, MLflow's store under OUT; one torch thread."""
+def offline_trackers(monkeypatch, single_thread):
+    """No network, no account: wandb offline, MLflow's store under OUT; one thread (conftest.py)."""
     for name in (
         "WANDB_MODE",
         "WANDB_API_KEY",
@@ -34,22 +32,9 @@ def offline_trackers(monkeypatch):
     ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
-    monkeypatch.setenv("CASCADE_THREADS", "1")
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory) -> Path:
-    return build_model_dir(tmp_path_factory.mktemp("trackers") / "tiny", seed=0)
-
-
-def test_an_rl_stage_reports_to_every_tracker_and_logs_rollouts(tmp_path, tiny_dir, monkeypatch):
-    from cascade_cli import verifiers
-
-    monkeypatch.setitem(verifiers._REGISTRY, "math", "test_grpo_support:LetterVerifier")
+def test_an_rl_stage_reports_to_every_tracker_and_logs_rollouts(tmp_path, tiny_dir, toy_verifier):
     config = toy_config(tmp_path, tiny_dir, steps=2, report_to=ALL, log_rollouts=3, name="toy_rl")
     run_rlvr(config)
     out = Path(config.out)
@@ -96,10 +81,7 @@ def test_an_rl_stage_reports_to_every_tracker_and_logs_rollouts(tmp_path, tiny_d
     assert tables == ["rollouts/step_000001.json", "rollouts/step_000002.json"]
 
 
-def test_report_to_empty_writes_metrics_jsonl_alone(tmp_path, tiny_dir, monkeypatch):
-    from cascade_cli import verifiers
-
-    monkeypatch.setitem(verifiers._REGISTRY, "math", "test_grpo_support:LetterVerifier")
+def test_report_to_empty_writes_metrics_jsonl_alone(tmp_path, tiny_dir, toy_verifier):
     config = toy_config(tmp_path, tiny_dir, steps=1, report_to=[], log_rollouts=0)
     run_rlvr(config)
     out = Path(config.out)

@@ -10,7 +10,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-import torch
 
 from cascade_cli.engines.local.train.grpo import run_rlvr
 from cascade_cli.manifest import read_metrics
@@ -19,7 +18,6 @@ from cascade_cli.serve.server import RewardService
 sys.path.insert(0, str(Path(__file__).parent))
 from service_thread import ServiceThread  # noqa: E402
 from test_grpo import toy_config  # noqa: E402
-from test_grpo_support import build_model_dir  # noqa: E402
 
 # The toy task's dense reward, written as a user would: the share of the response's characters in the
 # label's character set (labels arrive as JSON text, as OpenRLHF's data carries them).
@@ -47,18 +45,7 @@ def crash(queries, prompts, labels):
 """
 
 
-@pytest.fixture(autouse=True)
-def one_thread(monkeypatch):
-    monkeypatch.setenv("CASCADE_THREADS", "1")
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory) -> Path:
-    return build_model_dir(tmp_path_factory.mktemp("user_reward") / "tiny", seed=0)
+pytestmark = pytest.mark.usefixtures("single_thread")  # conftest.py; `tiny_dir` comes from there too
 
 
 @pytest.fixture

@@ -164,7 +164,9 @@ def collection_values(config_cls: type, values: dict[str, Any]) -> dict[str, Any
     """Flag values of list and dict fields as the config takes them: every occurrence of the flag holds one
     or more comma-separated items, a dict's as KEY=VALUE (`--teachers if=A,math=B --data D1 --data D2`);
     `"[]"` or an empty value gives an empty list."""
-    hints = typing.get_type_hints(config_cls)
+    from cascade_cli.config.docs import type_hints
+
+    hints = type_hints(config_cls)
     out = dict(values)
     for key, given_values in values.items():
         origin = typing.get_origin(_unwrap_optional(hints.get(key)))
@@ -192,10 +194,10 @@ def collection_values(config_cls: type, values: dict[str, Any]) -> dict[str, Any
 
 def field_option(config_cls: type, key: str, *, required: bool = False, names: tuple[str, ...] = ()) -> inspect.Parameter:
     """A keyword parameter `key` whose typer Option `--key` has the field's type, help and default."""
-    from cascade_cli.config.docs import field_description
+    from cascade_cli.config.docs import field_description, type_hints
 
     field = {f.name: f for f in dataclasses.fields(config_cls)}[key]
-    kind = _flag_type(typing.get_type_hints(config_cls)[key])
+    kind = _flag_type(type_hints(config_cls)[key])
     default = None if required or field.default in (dataclasses.MISSING, MISSING) else field.default
     option = typer.Option(f"--{key.replace('_', '-')}", *names, help=field_description(config_cls, key))
     if kind is bool:

@@ -20,6 +20,7 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from cascade_cli.config.docs import type_hints
 from cascade_cli.errors import CascadeUsageError
 
 MISSING_VALUE = "???"  # OmegaConf's MISSING: a required key not given (structure() reports it)
@@ -159,7 +160,7 @@ def validate(config: Any, prefix: str = "") -> None:
     if isinstance(config, DictConfig):
         config = OmegaConf.to_object(config)
     cls = type(config)
-    hints = typing.get_type_hints(cls)
+    hints = type_hints(cls)
     bounds = bounds_of(cls)
     for field in dataclasses.fields(cls):
         value, hint = getattr(config, field.name), hints[field.name]

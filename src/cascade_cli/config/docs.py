@@ -30,6 +30,13 @@ class KeyDoc:
 
 
 @cache
+def type_hints(cls: type) -> dict[str, Any]:
+    """`typing.get_type_hints(cls)`, evaluated once per class (the annotations are strings; evaluating them is
+    most of what building the CLI's flags cost, field by field). Read it, never change it."""
+    return typing.get_type_hints(cls)
+
+
+@cache
 def _own_comments(cls: type) -> dict[str, str]:
     """field name -> comment, for the fields written in `cls`'s own body."""
     try:
@@ -113,7 +120,7 @@ def _dataclass_in(hint: Any) -> type | None:
 
 def config_keys(cls: type, prefix: str = "") -> list[KeyDoc]:
     """Every key a user may set on `cls`, nested dataclasses as dotted keys (`phases[].steps` for a list)."""
-    hints = typing.get_type_hints(cls)
+    hints = type_hints(cls)
     keys: list[KeyDoc] = []
     for field in dataclasses.fields(cls):
         if field.name in HIDDEN_KEYS:
