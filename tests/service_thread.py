@@ -4,7 +4,10 @@ a live reward service on loopback next to their own event loop."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
+import urllib.request
+from typing import Any
 
 from cascade_cli.serve.server import Guard, RewardService, create_app, start_site
 
@@ -31,3 +34,13 @@ class ServiceThread:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(30)
         self.service.close()
+
+
+def post_once(service: RewardService, body: dict[str, Any]) -> dict[str, Any]:
+    """Start `service` on loopback, POST `body` to /get_reward once, stop it; the JSON reply."""
+    thread = ServiceThread(service)
+    try:
+        request = urllib.request.Request(thread.url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+        return json.loads(urllib.request.urlopen(request, timeout=60).read())
+    finally:
+        thread.close()

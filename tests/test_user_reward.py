@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import sys
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from cascade_cli.manifest import read_metrics
 from cascade_cli.serve.server import RewardService
 
 sys.path.insert(0, str(Path(__file__).parent))
-from service_thread import ServiceThread  # noqa: E402
+from service_thread import post_once  # noqa: E402
 from test_grpo import toy_config  # noqa: E402
 
 # The toy task's dense reward, written as a user would: the share of the response's characters in the
@@ -121,19 +120,12 @@ def test_a_bad_reward_func_is_one_line(cli, tmp_path, reward_file, spec, message
 
 
 def test_the_reward_service_serves_the_function_over_http(reward_file):
-    service = ServiceThread(RewardService(reward_func=f"{reward_file}:score"))
-    try:
-        body = {
-            "query": ["<prompt>abc12", "<prompt>9999"],
-            "prompts": ["<prompt>", "<prompt>"],
-            "labels": [json.dumps({"answer": "0123456789", "domain": "math"})] * 2,
-        }
-        request = urllib.request.Request(
-            service.url, json.dumps(body).encode(), {"Content-Type": "application/json"}
-        )
-        reply = json.loads(urllib.request.urlopen(request, timeout=60).read())
-    finally:
-        service.close()
+    body = {
+        "query": ["<prompt>abc12", "<prompt>9999"],
+        "prompts": ["<prompt>", "<prompt>"],
+        "labels": [json.dumps({"answer": "0123456789", "domain": "math"})] * 2,
+    }
+    reply = post_once(RewardService(reward_func=f"{reward_file}:score"), body)
     assert reply["rewards"] == pytest.approx([0.4, 1.0])
     assert reply["extra_logs"]["passed"] == [1.0, 1.0] and reply["extra_logs"]["verify_error"] == [0.0, 0.0]
 

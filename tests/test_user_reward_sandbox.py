@@ -11,7 +11,6 @@ import socket
 import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,7 @@ from cascade_cli.verifiers.code.reward_sandbox import SandboxedFunction
 from cascade_cli.verifiers.code.sandbox import host_cannot_sandbox
 
 sys.path.insert(0, str(Path(__file__).parent))
-from service_thread import ServiceThread  # noqa: E402
+from service_thread import post_once  # noqa: E402
 from test_grpo import toy_config  # noqa: E402
 from test_grpo_support import build_model_dir  # noqa: E402
 from test_user_reward import LETTER_REWARD  # noqa: E402
@@ -280,17 +279,8 @@ def test_the_cli_shows_the_choice_and_a_bad_one_is_one_line(cli, files, tmp_path
 
 
 def test_the_reward_service_serves_the_sandboxed_function(files):
-    service = ServiceThread(
-        RewardService(reward_func=f"{files / 'letters.py'}:score", reward_func_isolation="sandbox")
-    )
-    try:
-        body = {"query": QUERIES[:2], "prompts": PROMPTS[:2], "labels": LABELS[:2]}
-        request = urllib.request.Request(
-            service.url, json.dumps(body).encode(), {"Content-Type": "application/json"}
-        )
-        reply = json.loads(urllib.request.urlopen(request, timeout=60).read())
-    finally:
-        service.close()
+    service = RewardService(reward_func=f"{files / 'letters.py'}:score", reward_func_isolation="sandbox")
+    reply = post_once(service, {"query": QUERIES[:2], "prompts": PROMPTS[:2], "labels": LABELS[:2]})
     assert reply["rewards"] == pytest.approx([0.4, 1.0])
     assert reply["extra_logs"]["verify_error"] == [0.0, 0.0]
 
