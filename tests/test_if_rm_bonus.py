@@ -21,16 +21,19 @@ from cascade_cli.jsonl import write_jsonl
 from cascade_cli.manifest import read_manifest, read_metrics
 from cascade_cli.records import rollout_record
 from cascade_cli.serve.server import RewardService
+from cascade_cli.verifiers.reward_model import if_rm_rewards, needs_rm_score
 
 sys.path.insert(0, str(Path(__file__).parent))
 from service_thread import ServiceThread  # noqa: E402
 from test_reward_service_rm import post, tiny_rm  # noqa: E402, F401  (tiny_rm: the module's trained RM fixture)
 
 NO_COMMA = {"instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]}
-# (prompt, answers): Ann's group mixes passes and a comma; Bo's all pass, so only the RM tells them apart
+# (prompt, answers): Ann's group mixes passes and a comma; Bo's all pass, so only the RM tells them apart;
+# Cy's all fail, so the RM need not read them
 GROUPS = [
     ("Greet Ann.", ["Hello Ann!", "Hello Ann nice day", "Hello, Ann!", "Go away Ann."]),
     ("Greet Bo.", ["Hello Bo!", "Go away Bo.", "<think>\nBe kind, Bo is nice.\n</think>\n\nHi Bo, welcome!"]),
+    ("Greet Cy.", ["Hi, Cy.", "Hey, Cy, hello!"]),
 ]
 
 
@@ -78,13 +81,34 @@ def test_local_hook_and_reward_service_give_the_same_rewards(tiny_rm):  # noqa: 
     assert [s.details["score"] for s in scores] == reply["scores"]  # R_IF beside the reward, as the service
     # the rule itself: a comma fails (0), a pass earns 1 + sigmoid(z) with z within its prompt's group
     passed = [s.passed for s in scores]
-    assert passed == [True, True, False, True, True, True, False]
+    assert passed == [True, True, False, True, True, True, False, False, False]
     assert all((1 < r < 2) if ok else r == 0 for r, ok in zip(local, passed, strict=True))
-    bo = [s.details["rm_score"] for s in scores[4:]]
+    # a group where nothing passes is not scored by the RM: its rewards are 0 whatever it would say
+    assert [s.details["rm_score"] is None for s in scores] == [False] * 7 + [True] * 2
+    bo = [s.details["rm_score"] for s in scores[4:7]]
     mean = sum(bo) / 3
     std = math.sqrt(sum((v - mean) ** 2 for v in bo) / 2)
     assert local[4] == pytest.approx(1 + 1 / (1 + math.exp(-(bo[0] - mean) / (std + 1e-6))), abs=1e-6)
     assert local[4] > local[5]  # the trained RM prefers the greeting over "Go away": so does the reward
+
+
+def test_unscored_groups_change_no_reward():
+    """Scoring only the groups with a passing response (needs_rm_score) gives every reward and z that scoring
+    them all gives; a group with a passing response left unscored is an error, never a silent 0."""
+    r_if = [1.0, 0.5, 1.0, 0.0, 0.0, 0.5, 0.0, 1.0, 1.0]
+    passed = [True, False, True, False, False, False, False, True, True]
+    keys = ["a", "a", "a", "b", "b", "b", "c", "d", "d"]
+    every = [0.3, -1.2, 2.0, 0.7, 0.1, -0.4, 5.0, 1.0, 1.5]
+    needed = needs_rm_score(r_if, passed, keys)
+    assert needed == [True, True, True, False, False, False, False, True, True]
+    only_needed = [value if need else None for value, need in zip(every, needed, strict=True)]
+    full, partial = if_rm_rewards(r_if, passed, every, keys), if_rm_rewards(r_if, passed, only_needed, keys)
+    assert [reward for reward, _ in partial] == [reward for reward, _ in full]
+    assert [z for z, need in zip(partial, needed, strict=True) if need] == [
+        z for z, need in zip(full, needed, strict=True) if need
+    ]
+    with pytest.raises(ValueError, match="not scored by the RM"):
+        if_rm_rewards(r_if, passed, [None] * len(keys), keys)
 
 
 def test_rlvr_on_the_local_engine_trains_with_the_bonus(tmp_path, tiny_rm, monkeypatch):  # noqa: F811

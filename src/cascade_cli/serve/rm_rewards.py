@@ -32,6 +32,7 @@ from cascade_cli.verifiers.reward_model import (
     apply_code_switch_penalty,
     code_switch_checks,
     if_rm_rewards,
+    needs_rm_score,
     rm_input,
     shape,
 )
@@ -47,10 +48,14 @@ def request_options(body: dict[str, Any]) -> dict[str, Any]:
         raise ProtocolError(f"'cascade': expected an object of reward settings, found {type(given).__name__}")
     unknown = sorted(set(given) - set(DEFAULT_OPTIONS))
     if unknown:
-        raise ProtocolError(f"'cascade': unknown setting(s) {', '.join(unknown)}; known: {', '.join(DEFAULT_OPTIONS)}")
+        raise ProtocolError(
+            f"'cascade': unknown setting(s) {', '.join(unknown)}; known: {', '.join(DEFAULT_OPTIONS)}"
+        )
     options = {**DEFAULT_OPTIONS, **given}
     if options["shaping"] not in REWARD_SHAPINGS:
-        raise ProtocolError(f"'cascade.shaping': expected one of {', '.join(REWARD_SHAPINGS)}; found {options['shaping']!r}")
+        raise ProtocolError(
+            f"'cascade.shaping': expected one of {', '.join(REWARD_SHAPINGS)}; found {options['shaping']!r}"
+        )
     if not isinstance(options["code_switch_margin"], int | float):
         raise ProtocolError("'cascade.code_switch_margin': expected a number")
     return options
@@ -88,15 +93,22 @@ def rlhf_results(records: list[dict[str, Any]], rm: list[float], options: dict[s
     ]
 
 
-def if_rm_results(records: list[dict[str, Any]], verified: list[RowResult], rm: list[float]) -> list[RowResult]:
+def if_rm_results(
+    records: list[dict[str, Any]], verified: list[RowResult], rm: list[float | None]
+) -> list[RowResult]:
     """R_IF + sigmoid(z) for passing responses, 0 otherwise; z within each prompt's group of RM scores (defined
     once: verifiers/reward_model.if_rm_rewards, which the local engine's IF-RL uses too)."""
     rewards = if_rm_rewards(
         [r.reward for r in verified], [r.passed for r in verified], rm, [r["prompt"] for r in records]
     )
     return [
-        RowResult(reward, result.passed, {**result.details, "rm_score": score, "rm_z": zi, "score": result.reward},
-                  result.latency_s, result.error)  # fmt: skip
+        RowResult(
+            reward,
+            result.passed,
+            {**result.details, "rm_score": score, "rm_z": zi, "score": result.reward},
+            result.latency_s,
+            result.error,
+        )  # fmt: skip
         for result, score, (reward, zi) in zip(verified, rm, rewards, strict=True)
     ]
 
@@ -118,17 +130,18 @@ async def score_with_rm(
         for index, result in zip(others, await verify([records[i] for i in others]), strict=True):
             results[index] = result
     bonus = [i for i in others if options["if_rm"] and records[i]["domain"] == "if"]
-    wanted = rlhf + bonus
-    if wanted:
-        rm = await asyncio.to_thread(scorer.scores, [rm_input(records[i]["prompt"], records[i]["response"]) for i in wanted])
-        by_index = dict(zip(wanted, rm, strict=True))
-        if rlhf:
-            scored = rlhf_results([records[i] for i in rlhf], [by_index[i] for i in rlhf], options)
-            for index, result in zip(rlhf, scored, strict=True):
-                results[index] = result
-        if bonus:
-            verified = [results[i] for i in bonus]
-            scored = if_rm_results([records[i] for i in bonus], verified, [by_index[i] for i in bonus])
-            for index, result in zip(bonus, scored, strict=True):
-                results[index] = result
+    needed = needs_rm_score([results[i].reward for i in bonus], [results[i].passed for i in bonus],
+                            [records[i]["prompt"] for i in bonus])  # fmt: skip
+    wanted = rlhf + [i for i, need in zip(bonus, needed, strict=True) if need]
+    texts = [rm_input(records[i]["prompt"], records[i]["response"]) for i in wanted]
+    by_index = dict(zip(wanted, await asyncio.to_thread(scorer.scores, texts), strict=True)) if wanted else {}
+    if rlhf:
+        scored = rlhf_results([records[i] for i in rlhf], [by_index[i] for i in rlhf], options)
+        for index, result in zip(rlhf, scored, strict=True):
+            results[index] = result
+    if bonus:
+        verified = [results[i] for i in bonus]
+        scored = if_rm_results([records[i] for i in bonus], verified, [by_index.get(i) for i in bonus])
+        for index, result in zip(bonus, scored, strict=True):
+            results[index] = result
     return [result for result in results if result is not None]

@@ -39,7 +39,9 @@ def rm_input(rendered_prompt: str, response: str, strip_thinking: bool = True) -
     return f"{rendered_prompt}{answer}{IM_END}"
 
 
-def rm_text(prompt: str | list[dict[str, Any]], response: str, mode: str = "no_think", strip_thinking: bool = True) -> str:
+def rm_text(
+    prompt: str | list[dict[str, Any]], response: str, mode: str = "no_think", strip_thinking: bool = True
+) -> str:
     """`rm_input` of a canonical prompt (text or messages) rendered in `mode` with the project's ChatML."""
     return rm_input(render_prompt(prompt, mode), response, strip_thinking)
 
@@ -53,7 +55,9 @@ def load_reward_model(spec: str | Path, device: str | None = None, dtype: Any = 
     from cascade_cli.models.loader import load_model, load_tokenizer
 
     tokenizer = load_tokenizer(spec)
-    return load_model(spec, dtype=dtype, device=device, head="score", pad_id=tokenizer.pad_token_id), tokenizer
+    return load_model(
+        spec, dtype=dtype, device=device, head="score", pad_id=tokenizer.pad_token_id
+    ), tokenizer
 
 
 def encode(tokenizer: Any, texts: list[str], max_len: int) -> list[list[int]]:
@@ -73,10 +77,14 @@ def rewards_of(model: Any, seqs: list[list[int]], pad_id: int) -> Any:
     for row, seq in enumerate(seqs):
         ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
         mask[row, : len(seq)] = 1
-    return model(input_ids=ids.to(device), attention_mask=mask.to(device), use_cache=False).logits[:, 0].float()
+    return (
+        model(input_ids=ids.to(device), attention_mask=mask.to(device), use_cache=False).logits[:, 0].float()
+    )
 
 
-def score_texts(model: Any, tokenizer: Any, texts: list[str], max_len: int = 4096, batch_size: int = 32) -> list[float]:
+def score_texts(
+    model: Any, tokenizer: Any, texts: list[str], max_len: int = 4096, batch_size: int = 32
+) -> list[float]:
     """The reward of each text, in order; similar lengths share a batch."""
     import torch
 
@@ -99,7 +107,9 @@ class RewardModelScorer:
     """Scores texts with a reward model in this process (frozen, one forward at a time: callers may be threads),
     or forwards them to OpenRLHF's `serve_rm` when `source` is an http(s) URL."""
 
-    def __init__(self, source: str | Path, batch_size: int = 32, max_len: int = 4096, device: str | None = None) -> None:
+    def __init__(
+        self, source: str | Path, batch_size: int = 32, max_len: int = 4096, device: str | None = None
+    ) -> None:
         self.source, self.batch_size, self.max_len = str(source), batch_size, max_len
         self.url = self.source if self.source.startswith(("http://", "https://")) else None
         self._lock = threading.Lock()
@@ -160,19 +170,40 @@ def shape(rewards: list[float], shaping: str) -> list[float]:
     return zscore_tanh(rewards) if shaping == "zscore_tanh" else list(rewards)
 
 
+def earns_bonus(r_if: float, passed: bool) -> bool:
+    """A response that passes every instruction (R_IF = 1): the only kind the RM bonus pays."""
+    return passed and r_if >= 1.0
+
+
+def needs_rm_score(r_if: list[float], passed: list[bool], group_keys: list[Any]) -> list[bool]:
+    """Which responses the reward model must score for `if_rm_rewards`: every response of a group in which
+    some response earns the bonus (z is taken over the whole group). In a group where none does, every
+    reward is 0 whatever the RM says, so scoring it would be wasted: early in IF-RL that is most groups."""
+    earning = {
+        key for reward, ok, key in zip(r_if, passed, group_keys, strict=True) if earns_bonus(reward, ok)
+    }
+    return [key in earning for key in group_keys]
+
+
 def if_rm_rewards(
-    r_if: list[float], passed: list[bool], rm_scores: list[float], group_keys: list[Any]
+    r_if: list[float], passed: list[bool], rm_scores: list[float | None], group_keys: list[Any]
 ) -> list[tuple[float, float]]:
     """(reward, z) per response: R_IF + sigmoid(z) for a response that passes every instruction (R_IF = 1),
-    else 0; z: its RM score z-scored among the responses with the same group key (one prompt's samples)."""
+    else 0; z: its RM score z-scored among the responses with the same group key (one prompt's samples).
+    A group left unscored (None: `needs_rm_score` said no response of it earns the bonus) gets z = 0."""
     members: dict[Any, list[int]] = {}
     for index, key in enumerate(group_keys):
         members.setdefault(key, []).append(index)
     z = [0.0] * len(rm_scores)
     for group in members.values():
-        for index, value in zip(group, group_z([rm_scores[i] for i in group]), strict=True):
+        values = [rm_scores[i] for i in group]
+        if any(value is None for value in values):
+            if any(earns_bonus(r_if[i], passed[i]) for i in group):
+                raise ValueError("a group with a response that earns the RM bonus was not scored by the RM")
+            continue
+        for index, value in zip(group, group_z(values), strict=True):
             z[index] = value
     return [
-        (reward + 1.0 / (1.0 + math.exp(-zi)) if ok and reward >= 1.0 else 0.0, zi)
+        (reward + 1.0 / (1.0 + math.exp(-zi)) if earns_bonus(reward, ok) else 0.0, zi)
         for reward, ok, zi in zip(r_if, passed, z, strict=True)
     ]

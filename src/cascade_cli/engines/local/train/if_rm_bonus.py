@@ -6,10 +6,12 @@ group: among answers that follow every instruction the better answer earns more,
 shrinking its answers to what the constraints alone reward. Shared with the reward service's `if_rm`
 (verifiers/reward_model.if_rm_rewards): the same rows get the same rewards on both engines.
 
-  score     each chunk's records: the IF verifier's verdict, and the RM's score of RLHF's text (the rendered
-            prompt, the answer after `</think>`, `<|im_end|>`), in batches of `rm_batch_size`;
-  finalize  the whole round: z within each prompt's group, then the reward above. details keep the verifier's
-            reward as `score` (R_IF), the RM's `rm_score` and `rm_z`.
+  score     each chunk's records: the IF verifier's verdict;
+  finalize  the whole round: the RM's score of RLHF's text (the rendered prompt, the answer after `</think>`,
+            `<|im_end|>`), in batches of `rm_batch_size`, for the groups where some answer passes (in the
+            others every reward is 0 whatever the RM says: most groups, early on); z within each prompt's
+            group, then the reward above. details keep the verifier's reward as `score` (R_IF), the RM's
+            `rm_score` (None where unscored) and `rm_z`.
 The reward model loads on the policy's device once the trainer has placed the policy (`load`, run_grpo's setup).
 """
 
@@ -43,26 +45,31 @@ class IfRewardModelBonus(RewardHook):
         )
 
     def score(self, records: list[dict[str, Any]]) -> list[Score]:
+        return self.verifier.score(records)
+
+    def finalize(self, records: list[dict[str, Any]], scores: list[Score]) -> list[Score]:
         if self.scorer is None:
             self.load(None)
         assert self.scorer is not None
-        verified = self.verifier.score(records)
-        values = self.scorer.scores([rm.rm_input(rendered(r), r["response"]) for r in records])
-        return [
-            Score(reward=s.reward, passed=s.passed, details={**s.details, "rm_score": value})
-            for s, value in zip(verified, values, strict=True)
-        ]
-
-    def finalize(self, records: list[dict[str, Any]], scores: list[Score]) -> list[Score]:
-        rewards = rm.if_rm_rewards(
-            [s.reward for s in scores],
-            [s.passed for s in scores],
-            [float(s.details["rm_score"]) for s in scores],
-            [rendered(r) for r in records],  # a prompt's group, as the reward service groups a request
+        prompts = [rendered(r) for r in records]  # a prompt's group, as the reward service groups a request
+        r_if, passed = [s.reward for s in scores], [s.passed for s in scores]
+        wanted = [i for i, needed in enumerate(rm.needs_rm_score(r_if, passed, prompts)) if needed]
+        rm_scores: list[float | None] = [None] * len(records)
+        values = (
+            self.scorer.scores([rm.rm_input(prompts[i], records[i]["response"]) for i in wanted])
+            if wanted
+            else []
         )
+        for index, value in zip(wanted, values, strict=True):
+            rm_scores[index] = value
+        rewards = rm.if_rm_rewards(r_if, passed, rm_scores, prompts)
         return [
-            Score(reward=reward, passed=s.passed, details={**s.details, "rm_z": z, "score": s.reward})
-            for s, (reward, z) in zip(scores, rewards, strict=True)
+            Score(
+                reward=reward,
+                passed=s.passed,
+                details={**s.details, "rm_score": value, "rm_z": z, "score": s.reward},
+            )
+            for s, value, (reward, z) in zip(scores, rm_scores, rewards, strict=True)
         ]
 
     def close(self) -> None:
