@@ -322,3 +322,17 @@ def test_the_openrlhf_engine_says_to_serve_it_sandboxed(tmp_path, files):
     config.cluster.reward_urls = ["http://127.0.0.1:5000/get_reward"]
     (job,) = rlvr_jobs(config)
     assert any(f"--reward-func {spec} --reward-func-isolation sandbox" in note for note in job.notes)
+
+
+def test_site_packages_are_bound_after_the_tmpfs_that_could_hide_them(files):
+    """A venv under /tmp (a CI clone, a scratch checkout) stays importable: bwrap mounts in argv order, so a
+    site-packages bind must come after the tmpfs mounted at the sandbox's /tmp."""
+    from cascade_cli.verifiers.code.reward_sandbox import RewardSandboxSpec, site_dirs
+    from cascade_cli.verifiers.code.sandbox import SANDBOX_WORKDIR
+
+    spec = RewardSandboxSpec(str(files / "letters.py"))
+    argv, _ = spec.argv()
+    tmpfs_at = next(i for i in range(len(argv) - 1) if argv[i] == "--tmpfs" and argv[i + 1] == SANDBOX_WORKDIR)
+    binds = [i for i in range(len(argv) - 2) if argv[i] == "--ro-bind" and argv[i + 1] in site_dirs()]
+    assert binds and min(binds) > tmpfs_at  # this venv lies outside the runtime: it is bound
+    assert spec.bound_site_dirs() == [argv[i + 1] for i in binds]

@@ -137,16 +137,20 @@ class RewardSandboxSpec:
         python = Path(os.path.realpath(sys.executable))
         prefix = Path(sys.base_prefix)
         argv, popen = bwrap_base(bwrap, prefix)
-        for path in self.bound_site_dirs():  # after the runtime: a site dir may lie inside it
-            argv += ["--ro-bind", path, path]
         argv += [
-            "--ro-bind", str(harness_dir()), HARNESS_DIR,
-            "--ro-bind", self.file, self.sandbox_file,
             "--proc", "/proc",
             "--dev", "/dev",
             "--remount-ro", "/dev",
             "--size", str(self.tmpfs_mb << 20), "--tmpfs", "/dev/shm",
             "--size", str(self.tmpfs_mb << 20), "--tmpfs", SANDBOX_WORKDIR,
+        ]  # fmt: skip
+        # After the runtime (a site dir may lie inside it) and after the tmpfs at /tmp (a venv may lie under /tmp:
+        # mounted later, the tmpfs would hide it).
+        for path in self.bound_site_dirs():
+            argv += ["--ro-bind", path, path]
+        argv += [
+            "--ro-bind", str(harness_dir()), HARNESS_DIR,
+            "--ro-bind", self.file, self.sandbox_file,
             "--remount-ro", "/",
             "--chdir", SANDBOX_WORKDIR,
             str(prefix / "bin" / python.name), *_python_flags(), HARNESS,
