@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import socket
+import threading
 from pathlib import Path
 
 import pytest
@@ -95,3 +97,29 @@ def toy_verifier(monkeypatch):
 
     monkeypatch.setitem(verifiers._REGISTRY, "math", "test_grpo_support:LetterVerifier")
     monkeypatch.setenv("CASCADE_THREADS", "1")
+
+
+@pytest.fixture
+def loopback_server():
+    """A TCP listener on 127.0.0.1 that a sandboxed program must not reach: (port, the connections it accepted)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.settimeout(0.2)
+    connections: list[object] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                connection, _ = server.accept()
+                connections.append(connection)
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1], connections
+    stop.set()
+    thread.join()
+    server.close()

@@ -10,11 +10,9 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -362,31 +360,6 @@ def test_detached_daemon_does_not_outlive_the_test(verifier):
     assert details["verdict"] == "pass", details
     assert eventually(lambda: not processes_with(marker))
     assert only_warm_harnesses_left(verifier)
-
-
-@pytest.fixture
-def loopback_server():
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(8)
-    server.settimeout(0.2)
-    connections: list[object] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                connection, _ = server.accept()
-                connections.append(connection)
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield server.getsockname()[1], connections
-    stop.set()
-    thread.join()
-    server.close()
 
 
 def test_network_is_unreachable(verifier, loopback_server):

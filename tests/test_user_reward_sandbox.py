@@ -7,9 +7,7 @@ bubblewrap cannot run)."""
 from __future__ import annotations
 
 import json
-import socket
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -138,26 +136,11 @@ def test_the_sandbox_gives_the_same_rewards_as_the_trainers_process(files):
     assert inline[2] is None
 
 
-def test_the_function_sees_no_host_file_environment_or_network(files, tmp_path, monkeypatch):
+def test_the_function_sees_no_host_file_environment_or_network(files, tmp_path, monkeypatch, loopback_server):
     secret = tmp_path / "secret.txt"
     secret.write_text("the host's secret")
     monkeypatch.setenv("CASCADE_TEST_SECRET", "the host's secret too")
-    server = socket.create_server(("127.0.0.1", 0))
-    server.settimeout(0.2)
-    got: list[bytes] = []
-    done = threading.Event()
-
-    def accept() -> None:
-        while not done.is_set():
-            try:
-                connection, _ = server.accept()
-            except TimeoutError:
-                continue
-            with connection:
-                got.append(connection.recv(16))
-
-    listener = threading.Thread(target=accept, daemon=True)
-    listener.start()
+    port, connections = loopback_server
     probes = [
         ("file", str(secret)),
         ("file", str(files / "letters.py")),  # the reward file's neighbour: only the file itself is bound
@@ -165,31 +148,26 @@ def test_the_function_sees_no_host_file_environment_or_network(files, tmp_path, 
         ("file", __file__),  # the project's own files
         ("listdir", str(tmp_path)),
         ("env", "CASCADE_TEST_SECRET"),
-        ("socket", str(server.getsockname()[1])),
+        ("socket", str(port)),
         ("dns", "example.com"),
     ]
     queries, labels = [what for what, _ in probes], [target for _, target in probes]
     spec = f"{files / 'snoop.py'}:probe"
+    # In the trainer's process every probe but DNS (no network needed here) gets through: the probes work.
+    host_rewards, _, _ = RewardFunction(spec)(queries, [""] * len(probes), labels)
+    assert host_rewards[:7] == [1.0] * 7
+    deadline = time.monotonic() + 10
+    while not connections and time.monotonic() < deadline:  # the listener thread takes it in its own time
+        time.sleep(0.05)
+    assert len(connections) == 1 and connections[0].recv(16) == b"leak"
+    function = sandboxed(spec)
     try:
-        # In the trainer's process every probe but DNS (no network needed here) gets through: the probes work.
-        host_rewards, _, _ = RewardFunction(spec)(queries, [""] * len(probes), labels)
-        assert host_rewards[:7] == [1.0] * 7
-        deadline = time.monotonic() + 10
-        while not got and time.monotonic() < deadline:  # the listener thread takes it in its own time
-            time.sleep(0.05)
-        assert got == [b"leak"]
-        function = sandboxed(spec)
-        try:
-            rewards, passed, error = function(queries, [""] * len(probes), labels)
-        finally:
-            function.close()
+        rewards, passed, error = function(queries, [""] * len(probes), labels)
     finally:
-        done.set()
-        listener.join()
-        server.close()
+        function.close()
     assert error is None
     assert rewards == [0.0] * len(probes) and passed == [False] * len(probes)
-    assert got == [b"leak"]  # nothing more arrived from the sandbox
+    assert len(connections) == 1  # nothing more arrived from the sandbox
 
 
 def test_a_hang_is_timed_out_and_the_next_batch_gets_a_new_sandbox(files):
