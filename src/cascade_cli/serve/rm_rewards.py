@@ -48,14 +48,10 @@ def request_options(body: dict[str, Any]) -> dict[str, Any]:
         raise ProtocolError(f"'cascade': expected an object of reward settings, found {type(given).__name__}")
     unknown = sorted(set(given) - set(DEFAULT_OPTIONS))
     if unknown:
-        raise ProtocolError(
-            f"'cascade': unknown setting(s) {', '.join(unknown)}; known: {', '.join(DEFAULT_OPTIONS)}"
-        )
+        raise ProtocolError(f"'cascade': unknown setting(s) {', '.join(unknown)}; known: {', '.join(DEFAULT_OPTIONS)}")
     options = {**DEFAULT_OPTIONS, **given}
     if options["shaping"] not in REWARD_SHAPINGS:
-        raise ProtocolError(
-            f"'cascade.shaping': expected one of {', '.join(REWARD_SHAPINGS)}; found {options['shaping']!r}"
-        )
+        raise ProtocolError(f"'cascade.shaping': expected one of {', '.join(REWARD_SHAPINGS)}; found {options['shaping']!r}")
     if not isinstance(options["code_switch_margin"], int | float):
         raise ProtocolError("'cascade.code_switch_margin': expected a number")
     return options
@@ -93,22 +89,15 @@ def rlhf_results(records: list[dict[str, Any]], rm: list[float], options: dict[s
     ]
 
 
-def if_rm_results(
-    records: list[dict[str, Any]], verified: list[RowResult], rm: list[float | None]
-) -> list[RowResult]:
+def if_rm_results(records: list[dict[str, Any]], verified: list[RowResult], rm: list[float | None]) -> list[RowResult]:
     """R_IF + sigmoid(z) for passing responses, 0 otherwise; z within each prompt's group of RM scores (defined
     once: verifiers/reward_model.if_rm_rewards, which the local engine's IF-RL uses too)."""
     rewards = if_rm_rewards(
         [r.reward for r in verified], [r.passed for r in verified], rm, [r["prompt"] for r in records]
     )
     return [
-        RowResult(
-            reward,
-            result.passed,
-            {**result.details, "rm_score": score, "rm_z": zi, "score": result.reward},
-            result.latency_s,
-            result.error,
-        )  # fmt: skip
+        RowResult(reward, result.passed, {**result.details, "rm_score": score, "rm_z": zi, "score": result.reward},
+                  result.latency_s, result.error)  # fmt: skip
         for result, score, (reward, zi) in zip(verified, rm, rewards, strict=True)
     ]
 

@@ -39,9 +39,7 @@ def rm_input(rendered_prompt: str, response: str, strip_thinking: bool = True) -
     return f"{rendered_prompt}{answer}{IM_END}"
 
 
-def rm_text(
-    prompt: str | list[dict[str, Any]], response: str, mode: str = "no_think", strip_thinking: bool = True
-) -> str:
+def rm_text(prompt: str | list[dict[str, Any]], response: str, mode: str = "no_think", strip_thinking: bool = True) -> str:
     """`rm_input` of a canonical prompt (text or messages) rendered in `mode` with the project's ChatML."""
     return rm_input(render_prompt(prompt, mode), response, strip_thinking)
 
@@ -55,9 +53,7 @@ def load_reward_model(spec: str | Path, device: str | None = None, dtype: Any = 
     from cascade_cli.models.loader import load_model, load_tokenizer
 
     tokenizer = load_tokenizer(spec)
-    return load_model(
-        spec, dtype=dtype, device=device, head="score", pad_id=tokenizer.pad_token_id
-    ), tokenizer
+    return load_model(spec, dtype=dtype, device=device, head="score", pad_id=tokenizer.pad_token_id), tokenizer
 
 
 def encode(tokenizer: Any, texts: list[str], max_len: int) -> list[list[int]]:
@@ -77,14 +73,10 @@ def rewards_of(model: Any, seqs: list[list[int]], pad_id: int) -> Any:
     for row, seq in enumerate(seqs):
         ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
         mask[row, : len(seq)] = 1
-    return (
-        model(input_ids=ids.to(device), attention_mask=mask.to(device), use_cache=False).logits[:, 0].float()
-    )
+    return model(input_ids=ids.to(device), attention_mask=mask.to(device), use_cache=False).logits[:, 0].float()
 
 
-def score_texts(
-    model: Any, tokenizer: Any, texts: list[str], max_len: int = 4096, batch_size: int = 32
-) -> list[float]:
+def score_texts(model: Any, tokenizer: Any, texts: list[str], max_len: int = 4096, batch_size: int = 32) -> list[float]:
     """The reward of each text, in order; similar lengths share a batch."""
     import torch
 
@@ -107,9 +99,7 @@ class RewardModelScorer:
     """Scores texts with a reward model in this process (frozen, one forward at a time: callers may be threads),
     or forwards them to OpenRLHF's `serve_rm` when `source` is an http(s) URL."""
 
-    def __init__(
-        self, source: str | Path, batch_size: int = 32, max_len: int = 4096, device: str | None = None
-    ) -> None:
+    def __init__(self, source: str | Path, batch_size: int = 32, max_len: int = 4096, device: str | None = None) -> None:
         self.source, self.batch_size, self.max_len = str(source), batch_size, max_len
         self.url = self.source if self.source.startswith(("http://", "https://")) else None
         self._lock = threading.Lock()
