@@ -126,6 +126,46 @@ def test_each_run_starts_with_only_an_empty_loopback():
     assert verdicts(scores) == ["pass"] * 2, failures(scores)
 
 
+# The run's network namespace, as the program sees it (the output of a wrong answer comes back in details).
+NAMESPACE_PROGRAM = "import os\nprint(os.readlink('/proc/self/ns/net'))\n"
+TIME_WAIT_PROGRAM = NAMESPACE_PROGRAM + textwrap.dedent("""
+    import socket
+    listener = socket.create_server(("127.0.0.1", 8001))
+    client = socket.create_connection(("127.0.0.1", 8001))
+    accepted, _ = listener.accept()
+    accepted.close()  # the closing side holds the port in TIME_WAIT
+    client.close()
+    listener.close()
+    """)
+
+
+def test_a_network_namespace_is_kept_only_while_no_run_left_a_socket_in_it():
+    """Making a network namespace per run is the dearest part of a fresh run: one a run left empty is kept."""
+    runs = [NAMESPACE_PROGRAM, NAMESPACE_PROGRAM, TIME_WAIT_PROGRAM, NAMESPACE_PROGRAM, NAMESPACE_PROGRAM]
+    with get_verifier("code", workers=1, time_limit_s=3.0) as verifier:
+        scores = score_with(verifier, [record(program, ["not this"]) for program in runs])
+    namespaces = [score.details["output_head"].strip() for score in scores]
+    assert all(name.startswith("net:[") for name in namespaces), namespaces
+    assert namespaces[0] == namespaces[1] == namespaces[2], namespaces
+    assert namespaces[3] != namespaces[2], "the run after a TIME_WAIT shared its namespace"
+    assert namespaces[3] == namespaces[4], namespaces
+
+
+def test_assert_runs_see_no_socket_of_the_harness():
+    """The judge's socket to the harness lives in a network namespace no run is forked into."""
+    program = """
+        def unix_sockets():
+            with open("/proc/net/unix") as rows:
+                return len(rows.readlines()) - 1
+        """
+    label = {"kind": "assert", "entry_point": "unix_sockets",
+             "test": "def check(candidate):\n    assert candidate() == 0\n"}  # fmt: skip
+    response = "```python\n" + textwrap.dedent(program).strip() + "\n```"
+    with get_verifier("code", workers=1, time_limit_s=3.0) as verifier:
+        scores = score_with(verifier, [{"response": response, "label": label}] * 3)
+    assert verdicts(scores) == ["pass"] * 3, failures(scores)
+
+
 # -- files, IPC, processes, environment -------------------------------------------------------------------------
 
 

@@ -1,14 +1,23 @@
 """A fresh environment for every run in a warm sandbox (stdlib only; runs INSIDE the sandbox, beside runner.py).
 
-A run is one program on one test. The harness stays warm across runs, but each run gets network and IPC
-namespaces of its own (loopback up, no other interface) and a new tmpfs as its working dir and /dev/shm, so
-no socket (a port in TIME_WAIT), file, System V IPC object or message queue of one run reaches the next.
+A run is one program on one test. The harness stays warm across runs, but each run gets an IPC namespace of
+its own, a network namespace (loopback up, no other interface) with no socket in it, and a new tmpfs as its
+working dir and /dev/shm, so no socket (a port in TIME_WAIT), file, System V IPC object or message queue of
+one run reaches the next.
 
 The harness makes them for the run, not the run's child for itself, so that their cost is off the run's
-path: it moves itself into new namespaces right after forking a run (the running child keeps the ones it
+path: it moves itself into a new IPC namespace right after forking a run (the running child keeps the one it
 was forked in), and remounts the tmpfs directories once that run's processes are gone, while the host
 judges its output. The next child inherits all of it and drops every capability before the program starts.
 The kernel frees a run's namespaces when its last process is gone (init kills them all after each test).
+
+A network namespace is the dearest of these to make (the kernel registers a loopback device and its sysctl
+tables, and tears them down again later), and a run seldom opens a socket. So the harness shares the run's
+network namespace and, once the run's processes are gone, keeps it for the next run only when it holds no
+socket at all: a socket a run leaves behind outlives its processes only in the kernel (a TCP connection
+closing or in TIME_WAIT, a unix socket kept by a descriptor in flight), which counts every socket of the
+namespace (network_is_empty). The program has no capability to change the namespace itself (interfaces,
+addresses, routes, sysctls). Any socket counted, or counts it cannot read, and the next run gets a new one.
 
 The harness keeps CAP_SYS_ADMIN and CAP_NET_ADMIN, inside the sandbox's user namespace, for this alone.
 """
@@ -42,21 +51,40 @@ class FreshRuns:
         self.paths = [workdir.encode(), b"/dev/shm"]
         self.options = f"size={tmpfs_bytes},mode=0755".encode()
         self.mounted: set[bytes] = set()
-        self.namespaces_ready = self.mounts_ready = False
+        self.ipc_ready = self.network_ready = self.mounts_ready = False
         self.error = ""
 
     def renew_namespaces(self) -> None:
-        """Any time after the last run was forked: it keeps the namespaces it was forked in."""
-        self.namespaces_ready = False
+        """Any time after the last run was forked: it keeps the IPC namespace it was forked in."""
+        self.ipc_ready = False
         try:
-            check(LIBC.unshare(CLONE_NEWNET | CLONE_NEWIPC), "unshare the network and IPC namespaces")
+            check(LIBC.unshare(CLONE_NEWIPC), "unshare the IPC namespace")
+            self.ipc_ready = True
+        except OSError as error:
+            self.error = str(error)
+
+    def renew_after_run(self) -> None:
+        """Only once the last run's processes are gone: the harness shares its mount namespace with them, and
+        its network namespace, kept for the next run only when they left no socket in it."""
+        if self.network_ready and not network_is_empty():
+            self.network_ready = False
+        self.renew_mounts()
+
+    def leave_network(self) -> None:
+        """The next run gets a new network namespace: the harness made a socket of its own in this one (the
+        judge's), or a process of the last run may still be alive."""
+        self.network_ready = False
+
+    def renew_network(self) -> None:
+        self.network_ready = False
+        try:
+            check(LIBC.unshare(CLONE_NEWNET), "unshare the network namespace")
             loopback_up()
-            self.namespaces_ready = True
+            self.network_ready = True
         except OSError as error:
             self.error = str(error)
 
     def renew_mounts(self) -> None:
-        """Only once the last run's processes are gone: the harness shares its mount namespace with them."""
         self.mounts_ready = False
         try:
             for path in self.paths:
@@ -72,14 +100,37 @@ class FreshRuns:
     def take(self) -> None:
         """Hand the fresh environment to the run about to be forked. Without one the harness exits (the
         host replaces the sandbox) rather than run a program where another one ran."""
-        if not self.namespaces_ready:
+        if not self.ipc_ready:
             self.renew_namespaces()
+        if not self.network_ready:
+            self.renew_network()
         if not self.mounts_ready:
             self.renew_mounts()
-        if not (self.namespaces_ready and self.mounts_ready):
+        if not (self.ipc_ready and self.network_ready and self.mounts_ready):
             sys.stderr.write(f"sandbox: no fresh environment for the next run: {self.error}\n")
             sys.exit(EXIT_NO_FRESH_RUN)
-        self.namespaces_ready = self.mounts_ready = False
+        self.ipc_ready = self.mounts_ready = False  # the network namespace stays ready until a socket shows
+
+
+def network_is_empty() -> bool:
+    """No socket in the harness's network namespace: /proc/net/sockstat counts, per namespace, the sockets of
+    every family (`sockets: used`, unix and netlink included) and the TCP connections that outlive theirs in
+    TIME_WAIT (`tw`). Where a kernel counts either for the whole machine, they are not 0 and every run gets
+    a new namespace, as it would without this check. (Listing the sockets, /proc/net/tcp, walks the whole
+    machine's connection table instead: far dearer than a new namespace.)"""
+    try:
+        fd = os.open("/proc/self/net/sockstat", os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        lines = os.read(fd, 4096).decode().splitlines()
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    counts = {line.split(":")[0]: line.split()[1:] for line in lines if ":" in line}
+    used, tcp = counts.get("sockets", []), counts.get("TCP", [])
+    return used == ["used", "0"] and "tw" in tcp and tcp[tcp.index("tw") + 1 : tcp.index("tw") + 2] == ["0"]
 
 
 def loopback_up() -> None:

@@ -13,9 +13,9 @@ Why fork per test: a fresh interpreter state per test at the cost of a fork (abo
 descriptors 0/1/2 (`open(0).read()` works), and a child that can be killed with everything it started.
 The modules imported below are preimported once, so children get them for free.
 
-Each run (one program on one test) starts fresh although the harness stays warm: sandboxed, it gets network
-and IPC namespaces and tmpfs directories of its own (isolation.py), and init (the harness) kills whatever it
-started before the next run.
+Each run (one program on one test) starts fresh although the harness stays warm: sandboxed, it gets an IPC
+namespace, a network namespace with no socket in it and tmpfs directories of its own (isolation.py), and init
+(the harness) kills whatever it started before the next run.
 """
 
 # Preimported for the children (copy-on-write after fork): what solutions import most.
@@ -102,37 +102,37 @@ def _read_capped(fd: int, cap: int) -> tuple[bytes, int]:
     return os.pread(fd, min(size, cap), 0), size
 
 
-def _kill_leftovers(job: dict, pid: int, spare: int = 0) -> None:
+def _kill_leftovers(job: dict, pid: int, spare: int = 0) -> bool:
     """Kill the test's whole process tree, including daemons that left its process group; never the judge
-    process `spare`."""
+    process `spare`. False when, sandboxed, some process of it may still be alive."""
     if job["sandboxed"] and os.getpid() == 1:
         # We are init of our own pid namespace: every other process in it but the judge is the program's.
         if not spare:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(-1, signal.SIGKILL)
-            _reap_orphans()
-        else:
-            _kill_all_but(spare)
-    else:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
+            return _reap_orphans()
+        return _kill_all_but(spare)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    return True
 
 
-def _reap_orphans() -> None:
-    """As init, collect the zombies of killed orphans (SIGKILL lands asynchronously, so wait briefly)."""
+def _reap_orphans() -> bool:
+    """As init, collect the zombies of killed orphans (SIGKILL lands asynchronously, so wait briefly); True
+    once none is left."""
     deadline = time.monotonic() + 1.0
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            return True
         if pid == 0:
             if time.monotonic() > deadline:
-                return
+                return False
             time.sleep(0.001)
 
 
-def _kill_all_but(spare: int) -> None:
+def _kill_all_but(spare: int) -> bool:
     """kill(-1) would take the judge too: kill our other children instead, and again, until the judge is the
     only one left (a process killed in the middle of a fork leaves no child behind).
 
@@ -145,7 +145,7 @@ def _kill_all_but(spare: int) -> None:
     while True:
         others = [pid for pid in _our_children() if pid != spare]
         if not others or time.monotonic() > deadline:
-            return
+            return not others
         for pid in others:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -310,9 +310,10 @@ def _run_test(job: dict, index: int, test: object, fresh: FreshRuns | None, judg
     if pid == 0:
         child.run_program(job, test, fds)
     if fresh is not None:
-        fresh.renew_namespaces()  # for the next run, while this one runs in the namespaces it was forked in
+        fresh.renew_namespaces()  # for the next run, while this one runs in the namespace it was forked in
     status, rusage, timed_out = _wait(pid, float(limits["wall_s"]))
-    _kill_leftovers(job, pid, spare=judge_process.pid if judge_process else 0)
+    if not _kill_leftovers(job, pid, spare=judge_process.pid if judge_process else 0) and fresh is not None:
+        fresh.leave_network()  # a process still alive could open a socket in it later
     if judge_process:
         judge_process.revive()
     cap = int(limits["output_bytes"])
@@ -335,8 +336,11 @@ def _run_assert_test(job: dict, index: int, fresh: FreshRuns | None, judge_proce
     judge_stderr = _memfd("judge-stderr")
     requests_read, requests_write = os.pipe()
     replies_read, replies_write = os.pipe()
+    starts_judge = not judge_process.pid
     judge_process.prepare(job)
     if fresh is not None:
+        if starts_judge:  # its socket to the harness is in this network namespace: not the run's
+            fresh.leave_network()
         fresh.take()
     started = time.monotonic()
     program_pid = os.fork()
@@ -353,7 +357,8 @@ def _run_assert_test(job: dict, index: int, fresh: FreshRuns | None, judge_proce
     timed_out = judge_code is None and time.monotonic() - started >= float(limits["wall_s"])
     # The program process ends at the judge's end of file; one still busy is killed.
     program_status, program_rusage, _ = _wait(program_pid, 0.0 if timed_out else 0.5)
-    _kill_leftovers(job, program_pid, spare=judge_process.pid)
+    if not _kill_leftovers(job, program_pid, spare=judge_process.pid) and fresh is not None:
+        fresh.leave_network()  # a process still alive could open a socket in it later
     judge_process.revive()
     cap = int(limits["output_bytes"])
     _, program_stderr, program_over = _read_outputs(program_fds[1:], cap)
@@ -382,8 +387,8 @@ def _judge_process():
 
 def main() -> None:
     """Serve jobs until stdin closes. After each test the program's processes are killed; then, sandboxed,
-    the next run's tmpfs directories are mounted while the host judges this one (unsandboxed: the working
-    dir is wiped)."""
+    the next run's tmpfs directories are mounted (and its network namespace renewed if this run left a
+    socket) while the host judges this one (unsandboxed: the working dir is wiped)."""
     _make_non_dumpable()
     # A process's first compile() of a string sets up what every later one reuses (about a millisecond): done
     # here, every child's compile of its program finds it done (importing modules from source did it too,
@@ -395,6 +400,7 @@ def main() -> None:
     fresh = FreshRuns(sys.argv[2], int(sys.argv[3])) if sys.argv[1:2] == ["--fresh-runs"] else None
     if fresh is not None:  # the first run's, before its job comes
         fresh.renew_namespaces()
+        fresh.renew_network()
         fresh.renew_mounts()
     judge_process = None  # started at the first assert job: stdio and call sandboxes never load it
     while True:
@@ -414,7 +420,7 @@ def main() -> None:
                 _clean_workdir(job["workdir"])
             _send(job["nonce"], message)
             if fresh is not None:
-                fresh.renew_mounts()
+                fresh.renew_after_run()
             try:
                 if _read_frame() != b"next":
                     break
