@@ -286,13 +286,14 @@ def main() -> None:
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
     began = time.perf_counter()
-    if not args.report_only:
-        first = args.seeds[0]
-        for seed in args.seeds:
-            sources = args.base_from if seed == first else None if args.no_shared_base else [args.out / f"seed{first}"]
-            if sources:
-                evaluation = recipe_eval(args.recipe, run_overrides(seed, args.out, args.max_tokens, args.overrides))
-                share_base_evaluation(sources, args.out / f"seed{seed}", evaluation)
+    first = args.seeds[0]
+    for seed in args.seeds:
+        sources = args.base_from if seed == first else None if args.no_shared_base else [args.out / f"seed{first}"]
+        # --report-only shares too: a variant trained with `recipe run --only` has no base evaluation of its own.
+        if sources and (not args.report_only or (args.out / f"seed{seed}" / "run.json").is_file()):
+            evaluation = recipe_eval(args.recipe, run_overrides(seed, args.out, args.max_tokens, args.overrides))
+            share_base_evaluation(sources, args.out / f"seed{seed}", evaluation)
+        if not args.report_only:
             run_seed(args.recipe, seed, args.out, args.max_tokens, args.overrides)
     # A seed whose run has not started yet (--report-only while it runs) is left out.
     tables = {seed: seed_table(args.out / f"seed{seed}") for seed in args.seeds
