@@ -99,36 +99,8 @@ def test_one_port_bound_by_every_test_of_one_program():
     assert score.details["tests"] == ["pass"] * 3, score.details
 
 
-def test_each_run_starts_with_only_an_empty_loopback():
-    """No socket of any kind (TCP in TIME_WAIT, UDP, unix, abstract) from the run before; one interface, lo."""
-    program = """
-        import os, socket
-        def entries(table):  # a table the kernel lacks (no IPv6) is empty too
-            if not os.path.exists(f"/proc/net/{table}"):
-                return 0
-            with open(f"/proc/net/{table}") as rows:
-                return len(rows.readlines()) - 1
-        seen = {table: entries(table) for table in ("tcp", "tcp6", "udp", "udp6", "unix")}
-        seen["interfaces"] = [name for _, name in socket.if_nameindex()]
-        listener = socket.create_server(("127.0.0.1", 8001))
-        client = socket.create_connection(("127.0.0.1", 8001))
-        accepted, _ = listener.accept()
-        accepted.close()  # the closing side holds the port in TIME_WAIT
-        client.close()
-        listener.close()
-        socket.socket(socket.AF_INET, socket.SOCK_DGRAM).bind(("127.0.0.1", 8002))
-        socket.socket(socket.AF_UNIX).bind("\\0cascade-left-behind")
-        print(seen)
-        """
-    fresh = "{'tcp': 0, 'tcp6': 0, 'udp': 0, 'udp6': 0, 'unix': 0, 'interfaces': ['lo']}"
-    with get_verifier("code", workers=1, time_limit_s=2.0) as verifier:
-        scores = score_with(verifier, [record(program, [fresh, fresh])] * 2)
-    assert verdicts(scores) == ["pass"] * 2, failures(scores)
-
-
-# The run's network namespace, as the program sees it (the output of a wrong answer comes back in details).
-NAMESPACE_PROGRAM = "import os\nprint(os.readlink('/proc/self/ns/net'))\n"
-TIME_WAIT_PROGRAM = NAMESPACE_PROGRAM + textwrap.dedent("""
+# A TCP connection to itself, closed: the port stays in TIME_WAIT after the run's processes are gone.
+TIME_WAIT_SNIPPET = textwrap.dedent("""
     import socket
     listener = socket.create_server(("127.0.0.1", 8001))
     client = socket.create_connection(("127.0.0.1", 8001))
@@ -137,6 +109,33 @@ TIME_WAIT_PROGRAM = NAMESPACE_PROGRAM + textwrap.dedent("""
     client.close()
     listener.close()
     """)
+
+
+def test_each_run_starts_with_only_an_empty_loopback():
+    """No socket of any kind (TCP in TIME_WAIT, UDP, unix, abstract) from the run before; one interface, lo."""
+    program = textwrap.dedent("""
+        import os, socket
+        def entries(table):  # a table the kernel lacks (no IPv6) is empty too
+            if not os.path.exists(f"/proc/net/{table}"):
+                return 0
+            with open(f"/proc/net/{table}") as rows:
+                return len(rows.readlines()) - 1
+        seen = {table: entries(table) for table in ("tcp", "tcp6", "udp", "udp6", "unix")}
+        seen["interfaces"] = [name for _, name in socket.if_nameindex()]
+        """) + TIME_WAIT_SNIPPET + textwrap.dedent("""
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM).bind(("127.0.0.1", 8002))
+        socket.socket(socket.AF_UNIX).bind("\\0cascade-left-behind")
+        print(seen)
+        """)
+    fresh = "{'tcp': 0, 'tcp6': 0, 'udp': 0, 'udp6': 0, 'unix': 0, 'interfaces': ['lo']}"
+    with get_verifier("code", workers=1, time_limit_s=2.0) as verifier:
+        scores = score_with(verifier, [record(program, [fresh, fresh])] * 2)
+    assert verdicts(scores) == ["pass"] * 2, failures(scores)
+
+
+# The run's network namespace, as the program sees it (the output of a wrong answer comes back in details).
+NAMESPACE_PROGRAM = "import os\nprint(os.readlink('/proc/self/ns/net'))\n"
+TIME_WAIT_PROGRAM = NAMESPACE_PROGRAM + TIME_WAIT_SNIPPET
 
 
 def test_a_network_namespace_is_kept_only_while_no_run_left_a_socket_in_it():

@@ -128,9 +128,13 @@ def network_is_empty() -> bool:
         return False
     finally:
         os.close(fd)
-    counts = {line.split(":")[0]: line.split()[1:] for line in lines if ":" in line}
-    used, tcp = counts.get("sockets", []), counts.get("TCP", [])
-    return used == ["used", "0"] and "tw" in tcp and tcp[tcp.index("tw") + 1 : tcp.index("tw") + 2] == ["0"]
+    # "TCP: inuse 0 orphan 0 tw 0 ..." -> {"TCP": {"inuse": "0", "orphan": "0", "tw": "0", ...}}
+    counts = {}
+    for line in lines:
+        protocol, _, fields = line.partition(":")
+        words = fields.split()
+        counts[protocol] = dict(zip(words[::2], words[1::2], strict=False))
+    return counts.get("sockets", {}).get("used") == "0" and counts.get("TCP", {}).get("tw") == "0"
 
 
 def loopback_up() -> None:

@@ -8,9 +8,9 @@ network namespace has nothing else: a program can serve and connect to itself, n
 A sandbox stays warm across programs (pool.py). What each run (one program on one test) has to itself:
 a network namespace with no socket in it (loopback up, no other interface), an IPC namespace, a new tmpfs
 as the working dir `/tmp` and as `/dev/shm`, a process forked from the harness with its environment,
-rlimits and no capabilities; when the run ends, init (the harness) kills every process it started. So nothing of one run
-(a port in TIME_WAIT, a file, an IPC object, a process, an environment change) reaches the next; isolation.py
-makes them ahead of the run. What a worker's runs share: the harness process (read-only to them), the user,
+rlimits and no capabilities; when the run ends, init (the harness) kills every process it started. So
+nothing of one run (a port in TIME_WAIT, a file, an IPC object, a process, an environment change) reaches
+the next; isolation.py makes them ahead of the run. What a worker's runs share: the harness process (read-only to them), the user,
 pid, uts and cgroup namespaces (pids keep counting up) and the read-only root. The harness keeps
 CAP_SYS_ADMIN and CAP_NET_ADMIN in the sandbox's user namespace to make each run's namespaces.
 
