@@ -10,7 +10,12 @@ but data preparation) and, for an RLHF stage, the reward model's mean score on i
         --goal smol-if:ifeval=5 --goal smol-math:gsm8k=3 --plot docs/results/real-summary.png
 
 A goal (`RECIPE:BENCHMARK=POINTS`; a negative POINTS is the most a benchmark may lose) is drawn on the plot and
-judged in the table on the change's point estimate. The recipe name is the OUT folder's name.
+judged in the table on the change's point estimate. The recipe name is the OUT folder's name. Each row shows the
+median answer at the start and the end beside its change: a score can rise because answers shrank.
+
+`--other-start BENCHMARK=SCORE` gives the starting model's score measured another way (the README's starts under
+cascade's chat template, before `chat_template: auto`): the table then also counts each end from the better of
+the two starts (unpaired, as the other start's answers are not in the run).
 """
 
 from __future__ import annotations
@@ -62,11 +67,13 @@ def training_seconds(run_dir: Path) -> float | None:
 
 
 def run_rows(recipe: str, seed: int, run_dir: Path) -> list[dict[str, Any]]:
-    """One row per benchmark: start and end scores with intervals and the paired start-to-end change."""
+    """One row per benchmark: start and end scores with intervals, the paired start-to-end change and the median
+    answer in words at each end."""
     _, evaluated = real_gains.stage_order(run_dir)
     start, end = evaluated[0], evaluated[-1]
-    scores = {stage: real_gains.per_problem(real_gains.read_samples(run_dir / "eval" / stage / "samples.jsonl"))
-              for stage in (start, end)}  # fmt: skip
+    samples = {stage: real_gains.read_samples(run_dir / "eval" / stage / "samples.jsonl") for stage in (start, end)}
+    scores = {stage: real_gains.per_problem(rows) for stage, rows in samples.items()}
+    words = {stage: real_gains.median_words(rows) for stage, rows in samples.items()}
     rows = []
     for benchmark in sorted(scores[end]):
         before, after = scores[start].get(benchmark, {}), scores[end][benchmark]
@@ -79,6 +86,7 @@ def run_rows(recipe: str, seed: int, run_dir: Path) -> list[dict[str, Any]]:
             mean, low, high = real_gains.bootstrap([problems[i] for i in shared])
             row[side] = [mean, low, high]
         row["change"] = list(real_gains.bootstrap([after[i] for i in shared], [before[i] for i in shared]))
+        row["words"] = [words[start].get(benchmark), words[end].get(benchmark)]
         rows.append(row)
     return rows
 
@@ -92,6 +100,19 @@ def rlhf_rows(recipe: str, seed: int, run_dir: Path) -> list[dict[str, Any]]:
             rows.append({"recipe": recipe, "seed": seed, "stage": stage, "before": facts["heldout_reward_before"],
                          "after": facts["heldout_reward_after"], "change": facts.get("heldout_reward_change")})
     return rows
+
+
+def parse_other_starts(values: list[str]) -> dict[str, float]:
+    starts = {}
+    for value in values:
+        benchmark, sep, score = value.partition("=")
+        try:
+            starts[benchmark] = float(score)
+        except ValueError:
+            sep = ""
+        if not (sep and benchmark):
+            raise ValueError(f"--other-start {value!r}: expected BENCHMARK=SCORE in points, e.g. ifeval=17.9")
+    return starts
 
 
 def parse_goals(values: list[str]) -> dict[tuple[str, str], float]:
@@ -115,24 +136,46 @@ def verdict(change: float, goal: float | None) -> str:
     return f"{'met' if met else 'missed'} ({'>=' if goal >= 0 else 'loses at most'} {abs(goal):g})"
 
 
-def render(rows: list[dict[str, Any]], rlhf: list[dict[str, Any]], goals: dict[tuple[str, str], float]) -> str:
+def words_cell(words: list[float | None] | None) -> str:
+    if not words or None in words:
+        return "-"
+    return f"{words[0]:g} -> {words[1]:g} words"
+
+
+def render(rows: list[dict[str, Any]], rlhf: list[dict[str, Any]], goals: dict[tuple[str, str], float],
+           other_starts: dict[str, float] | None = None) -> str:
     def cell(values: list[float]) -> str:
         return f"{values[0]:.1f} [{values[1]:.1f}, {values[2]:.1f}]"
 
-    lines = ["| recipe | seed | benchmark (n) | start | end | change [95% CI] | goal | training |",
-             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    other_starts = other_starts or {}
+    header = ["recipe", "seed", "benchmark (n)", "start", "end", "change [95% CI]", "median answer", "goal", "training"]
+    if other_starts:
+        header[6:6] = ["from the better start"]
+        header[4:4] = ["other start"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         change = row["change"]
         minutes = f"{row['training_s'] / 60:.0f} min" if row["training_s"] else "-"
         goal = goals.get((row["recipe"], row["benchmark"]))
-        lines.append(f"| {row['recipe']} | {row['seed']} | {LABELS.get(row['benchmark'], row['benchmark'])} "
-                     f"({row['n']}) | {cell(row['start'])} | {cell(row['end'])} ({row['end_stage']}) | "
-                     f"{change[0]:+.1f} [{change[1]:+.1f}, {change[2]:+.1f}] | {verdict(change[0], goal)} | {minutes} |")
+        cells = [row["recipe"], str(row["seed"]), f"{LABELS.get(row['benchmark'], row['benchmark'])} ({row['n']})",
+                 cell(row["start"]), f"{cell(row['end'])} ({row['end_stage']})",
+                 f"{change[0]:+.1f} [{change[1]:+.1f}, {change[2]:+.1f}]", words_cell(row.get("words")),
+                 verdict(change[0], goal), minutes]  # fmt: skip
+        if other_starts:
+            other = other_starts.get(row["benchmark"])
+            better = row["start"][0] if other is None else max(row["start"][0], other)
+            cells[6:6] = [f"{row['end'][0] - better:+.1f}"]
+            cells[4:4] = ["-" if other is None else f"{other:.1f}"]
+        lines.append("| " + " | ".join(cells) + " |")
     for row in rlhf:
         interval = f" {row['change'].split(' ', 1)[1]}" if row["change"] else ""
-        lines.append(f"| {row['recipe']} | {row['seed']} | held-out RM score ({row['stage']}) | {row['before']:.3f} | "
-                     f"{row['after']:.3f} | {row['after'] - row['before']:+.3f}{interval} | "
-                     f"{'met' if row['after'] > row['before'] else 'missed'} (rises) | |")
+        cells = [row["recipe"], str(row["seed"]), f"held-out RM score ({row['stage']})", f"{row['before']:.3f}",
+                 f"{row['after']:.3f}", f"{row['after'] - row['before']:+.3f}{interval}", "",
+                 f"{'met' if row['after'] > row['before'] else 'missed'} (rises)", ""]  # fmt: skip
+        if other_starts:
+            cells[6:6] = [""]
+            cells[4:4] = [""]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -170,10 +213,13 @@ def main() -> None:
     parser.add_argument("outs", type=Path, nargs="+", metavar="OUT", help="real_gains.py --out folders")
     parser.add_argument("--goal", action="append", default=[], metavar="RECIPE:BENCHMARK=POINTS")
     parser.add_argument("--plot", type=Path, help="write the forest plot here (PNG)")
+    parser.add_argument("--other-start", action="append", default=[], metavar="BENCHMARK=SCORE",
+                        help="the starting model's score measured another way (e.g. under cascade's chat template)")
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args()
     try:
         goals = parse_goals(args.goal)
+        other_starts = parse_other_starts(args.other_start)
     except ValueError as error:
         parser.error(str(error))  # one line, exit 2
     rows: list[dict[str, Any]] = []
@@ -187,7 +233,7 @@ def main() -> None:
             rlhf += rlhf_rows(out.name, seed, run_dir)
     order = list(dict.fromkeys(row["recipe"] for row in rows))  # the OUT folders' order, then benchmark, seed
     rows.sort(key=lambda row: (order.index(row["recipe"]), row["benchmark"], row["seed"]))
-    print(render(rows, rlhf, goals))
+    print(render(rows, rlhf, goals, other_starts))
     if args.plot:
         plot(rows, goals, args.plot)
         print(f"plot: {args.plot}")

@@ -15,8 +15,10 @@ real_summary = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(real_summary)
 
 
-def fake_run(out: Path, seed: int, stages: dict[str, list[bool]], kinds: dict[str, str]) -> Path:
-    """OUT/seedS as real_gains.py leaves it: run.json and, per evaluated stage, one IFEval verdict per problem."""
+def fake_run(out: Path, seed: int, stages: dict[str, list[bool]], kinds: dict[str, str],
+             words: dict[str, int] | None = None) -> Path:
+    """OUT/seedS as real_gains.py leaves it: run.json and, per evaluated stage, one IFEval verdict per problem
+    (each answer `words[stage]` words long, 2 unless given)."""
     run_dir = out / f"seed{seed}"
     order = ["data_if", *kinds]
     records = {"data_if": {"kind": "prepare_data", "seconds": 1.0}}
@@ -25,7 +27,8 @@ def fake_run(out: Path, seed: int, stages: dict[str, list[bool]], kinds: dict[st
     (run_dir / "run.json").write_text(json.dumps({"stage_order": order, "stages": records}))
     for stage, verdicts in stages.items():
         (run_dir / "eval" / stage).mkdir(parents=True)
-        rows = [{"benchmark": "ifeval", "id": str(i), "response": "a b", "details": {"prompt_strict": ok}}
+        response = " ".join(["word"] * (words or {}).get(stage, 2))
+        rows = [{"benchmark": "ifeval", "id": str(i), "response": response, "details": {"prompt_strict": ok}}
                 for i, ok in enumerate(verdicts)]
         (run_dir / "eval" / stage / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return run_dir
@@ -36,9 +39,11 @@ def test_start_to_end_change_skips_the_middle_stage_and_judges_the_goal(tmp_path
     base = [False] * 20
     sft = [True] * 10 + [False] * 10  # the middle stage is not what is compared
     end = [True] * 4 + [False] * 16
-    fake_run(out, 0, {"base": base, "sft": sft, "math_rl": end}, {"sft": "sft", "math_rl": "rlvr"})
+    fake_run(out, 0, {"base": base, "sft": sft, "math_rl": end}, {"sft": "sft", "math_rl": "rlvr"},
+             words={"base": 120, "sft": 90, "math_rl": 7})
     (row,) = real_summary.run_rows("smol-math", 0, out / "seed0")
     assert row["end_stage"] == "math_rl" and row["n"] == 20
+    assert row["words"] == [120, 7]  # the median answer at the start and at the end, not the middle stage's
     assert row["change"][0] == 20.0 and 0 < row["change"][1] <= 20.0 <= row["change"][2]
     assert row["training_s"] == 1200.0  # sft + math_rl, data preparation not counted
     # a stage resumed by an older cascade recorded its last segment only: its steps' seconds are the floor
@@ -47,7 +52,8 @@ def test_start_to_end_change_skips_the_middle_stage_and_judges_the_goal(tmp_path
         json.dumps({"step": i, "time_step": 300.0}) + "\n" for i in range(1, 4)))
     assert real_summary.training_seconds(out / "seed0") == 600.0 + 900.0
     table = real_summary.render([row], [], {("smol-math", "ifeval"): 30.0})
-    assert "+20.0 [" in table and "missed (>= 30)" in table and "20 min" in table
+    assert "+20.0 [" in table and "missed (>= 30)" in table and "20 min" in table and "| 120 -> 7 words |" in table
+    assert "from the better start" not in table
     assert "met (>= 5)" in real_summary.render([row], [], {("smol-math", "ifeval"): 5.0})
 
 
@@ -69,3 +75,23 @@ def test_usage_errors_name_the_argument(tmp_path: Path):
     assert result.returncode == 2 and "--goal 'smol-if=5': expected RECIPE:BENCHMARK=POINTS" in result.stderr
     result = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "none")], capture_output=True, text=True)
     assert result.returncode == 2 and "none: no finished seed" in result.stderr
+
+
+def test_other_start_counts_the_end_from_the_better_start(tmp_path: Path):
+    """A start measured another way (cascade's chat template) above the run's own start lowers the change counted
+    from the better one; below it, the run's own start is the better one."""
+    out = tmp_path / "smol-if"
+    fake_run(out, 0, {"base": [True] * 2 + [False] * 8, "if_rl": [True] * 5 + [False] * 5}, {"if_rl": "rlvr"})
+    (row,) = real_summary.run_rows("smol-if", 0, out / "seed0")  # start 20.0, end 50.0
+    higher = real_summary.render([row], [], {}, {"ifeval": 35.0})
+    assert "| start | other start | end | change [95% CI] | from the better start |" in higher
+    assert "| 35.0 | 50.0 [" in higher and "] | +15.0 |" in higher
+    lower = real_summary.render([row], [], {}, {"ifeval": 10.0})
+    assert "| 10.0 | 50.0 [" in lower and "] | +30.0 |" in lower
+    assert "| - | 50.0 [" in real_summary.render([row], [], {}, {"gsm8k": 50.0})  # no other start for IFEval
+    result = subprocess.run([sys.executable, str(SCRIPT), str(out), "--other-start", "ifeval=35"],
+                            capture_output=True, text=True)  # fmt: skip
+    assert result.returncode == 0 and "] | +15.0 |" in result.stdout, result.stderr
+    result = subprocess.run([sys.executable, str(SCRIPT), str(out), "--other-start", "ifeval"],
+                            capture_output=True, text=True)  # fmt: skip
+    assert result.returncode == 2 and "--other-start 'ifeval': expected BENCHMARK=SCORE" in result.stderr
