@@ -164,7 +164,7 @@ def render(rows: list[dict[str, Any]], rlhf: list[dict[str, Any]], goals: dict[t
         if other_starts:
             other = other_starts.get(row["benchmark"])
             better = row["start"][0] if other is None else max(row["start"][0], other)
-            cells[6:6] = [f"{row['end'][0] - better:+.1f}"]
+            cells[6:6] = [f"{round(row['end'][0] - better, 1) + 0.0:+.1f}"]  # + 0.0: no "-0.0"
             cells[4:4] = ["-" if other is None else f"{other:.1f}"]
         lines.append("| " + " | ".join(cells) + " |")
     for row in rlhf:
