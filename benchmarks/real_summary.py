@@ -148,33 +148,27 @@ def render(rows: list[dict[str, Any]], rlhf: list[dict[str, Any]], goals: dict[t
         return f"{values[0]:.1f} [{values[1]:.1f}, {values[2]:.1f}]"
 
     other_starts = other_starts or {}
-    header = ["recipe", "seed", "benchmark (n)", "start", "end", "change [95% CI]", "median answer", "goal", "training"]
-    if other_starts:
-        header[6:6] = ["from the better start"]
-        header[4:4] = ["other start"]
+    both = bool(other_starts)  # two starts: the other one, and each end counted from the better of the two
+    header = ["recipe", "seed", "benchmark (n)", "start", *(["other start"] if both else []), "end",
+              "change [95% CI]", *(["from the better start"] if both else []), "median answer", "goal", "training"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
-        change = row["change"]
+        change, other = row["change"], other_starts.get(row["benchmark"])
+        better = row["start"][0] if other is None else max(row["start"][0], other)
+        from_better = round(row["end"][0] - better, 1) + 0.0  # + 0.0 turns -0.0 into 0.0
         minutes = f"{row['training_s'] / 60:.0f} min" if row["training_s"] else "-"
         goal = goals.get((row["recipe"], row["benchmark"]))
         cells = [row["recipe"], str(row["seed"]), f"{LABELS.get(row['benchmark'], row['benchmark'])} ({row['n']})",
-                 cell(row["start"]), f"{cell(row['end'])} ({row['end_stage']})",
-                 f"{change[0]:+.1f} [{change[1]:+.1f}, {change[2]:+.1f}]", words_cell(row.get("words")),
-                 verdict(change[0], goal), minutes]  # fmt: skip
-        if other_starts:
-            other = other_starts.get(row["benchmark"])
-            better = row["start"][0] if other is None else max(row["start"][0], other)
-            cells[6:6] = [f"{round(row['end'][0] - better, 1) + 0.0:+.1f}"]  # + 0.0: no "-0.0"
-            cells[4:4] = ["-" if other is None else f"{other:.1f}"]
+                 cell(row["start"]), *(["-" if other is None else f"{other:.1f}"] if both else []),
+                 f"{cell(row['end'])} ({row['end_stage']})", f"{change[0]:+.1f} [{change[1]:+.1f}, {change[2]:+.1f}]",
+                 *([f"{from_better:+.1f}"] if both else []), words_cell(row.get("words")), verdict(change[0], goal),
+                 minutes]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     for row in rlhf:
         interval = f" {row['change'].split(' ', 1)[1]}" if row["change"] else ""
         cells = [row["recipe"], str(row["seed"]), f"held-out RM score ({row['stage']})", f"{row['before']:.3f}",
-                 f"{row['after']:.3f}", f"{row['after'] - row['before']:+.3f}{interval}", "",
-                 f"{'met' if row['after'] > row['before'] else 'missed'} (rises)", ""]  # fmt: skip
-        if other_starts:
-            cells[6:6] = [""]
-            cells[4:4] = [""]
+                 *([""] if both else []), f"{row['after']:.3f}", f"{row['after'] - row['before']:+.3f}{interval}",
+                 *([""] if both else []), "", f"{'met' if row['after'] > row['before'] else 'missed'} (rises)", ""]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

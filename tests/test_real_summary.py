@@ -89,6 +89,10 @@ def test_other_start_counts_the_end_from_the_better_start(tmp_path: Path):
     lower = real_summary.render([row], [], {}, {"ifeval": 10.0})
     assert "| 10.0 | 50.0 [" in lower and "] | +30.0 |" in lower
     assert "| - | 50.0 [" in real_summary.render([row], [], {}, {"gsm8k": 50.0})  # no other start for IFEval
+    rlhf = {"recipe": "smol-if", "seed": 0, "stage": "rlhf", "before": 0.1, "after": 0.3, "change": None}
+    for other_starts in ({}, {"ifeval": 35.0}):  # every line has the header's columns, with or without two starts
+        lines = real_summary.render([row], [rlhf], {}, other_starts).splitlines()
+        assert len({line.count("|") for line in lines}) == 1 and "| +0.200 |" in lines[-1]
     result = subprocess.run([sys.executable, str(SCRIPT), str(out), "--other-start", "ifeval=35"],
                             capture_output=True, text=True)  # fmt: skip
     assert result.returncode == 0 and "] | +15.0 |" in result.stdout, result.stderr
