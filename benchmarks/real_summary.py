@@ -102,30 +102,33 @@ def rlhf_rows(recipe: str, seed: int, run_dir: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def key_and_points(value: str) -> tuple[str, float] | None:
+    """`KEY=NUMBER` -> (KEY, NUMBER); None when there is no `=`, no key or no number after it."""
+    key, sep, points = value.partition("=")
+    try:
+        return (key, float(points)) if sep and key else None
+    except ValueError:
+        return None
+
+
 def parse_other_starts(values: list[str]) -> dict[str, float]:
     starts = {}
     for value in values:
-        benchmark, sep, score = value.partition("=")
-        try:
-            starts[benchmark] = float(score)
-        except ValueError:
-            sep = ""
-        if not (sep and benchmark):
+        parsed = key_and_points(value)
+        if parsed is None:
             raise ValueError(f"--other-start {value!r}: expected BENCHMARK=SCORE in points, e.g. ifeval=17.9")
+        starts[parsed[0]] = parsed[1]
     return starts
 
 
 def parse_goals(values: list[str]) -> dict[tuple[str, str], float]:
     goals = {}
     for value in values:
-        key, sep, points = value.partition("=")
-        recipe, colon, benchmark = key.partition(":")
-        try:
-            goals[(recipe, benchmark)] = float(points)
-        except ValueError:
-            sep = ""
-        if not (sep and colon and recipe and benchmark):
+        parsed = key_and_points(value)
+        recipe, colon, benchmark = parsed[0].partition(":") if parsed else ("", "", "")
+        if not (parsed and colon and recipe and benchmark):
             raise ValueError(f"--goal {value!r}: expected RECIPE:BENCHMARK=POINTS, e.g. smol-if:ifeval=5")
+        goals[(recipe, benchmark)] = parsed[1]
     return goals
 
 
