@@ -1,10 +1,13 @@
-"""fp32 vs bf16 autocast on this CPU, for the two halves of a GRPO step on a real model: the training pass
-(forward + backward of cascade's chunked log-probs over 64 responses) and rollout generation (the hf loop,
-8 prompts x 8 samples). The defaults (`dtype: auto` in GRPO, `bf16: true` in SFT and the reward model)
-follow from what this prints. Runs both precisions interleaved in one process; prints seconds, ratios, and
-the training pass's share of the CPU's matmul ceiling.
+"""fp32 vs bf16 autocast on this CPU, for the parts of a GRPO step on a real model: the training pass
+(forward + backward of cascade's chunked log-probs over 64 responses), rollout generation (the hf loop,
+8 prompts x 8 samples) and, for RLHF and IF-RL's reward-model bonus, the reward model's scoring of those 64
+answers (RewardModelScorer, as the stage calls it). The defaults (`dtype: auto` in GRPO and its reward
+model's scoring, `bf16: true` in SFT and reward-model training) follow from what this prints. Runs both
+precisions interleaved in one process; prints seconds, ratios, the training pass's share of the CPU's matmul
+ceiling, and how far bf16 moves the reward model's scores (max difference, each group's best answer).
 
     PYTHONPATH=src python benchmarks/precision.py --model /work/models/smollm2-135m [--threads 2] [--reps 2]
+        [--reward-model RUN/rm]   # a trained reward model (default: --model with a fresh score head)
 """
 
 from __future__ import annotations
@@ -27,7 +30,10 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--new-tokens", type=int, default=RESPONSE_TOKENS)
     parser.add_argument("--prompts", type=int, default=PROMPTS, help=f"prompts of {GROUP} responses each")
+    parser.add_argument("--reward-model", help="the scoring part's reward model (default: --model, fresh head)")
+    parser.add_argument("--parts", default="train,score,generate", help="which parts to time (comma-separated)")
     args = parser.parse_args()
+    parts = [part for part in ("train", "score", "generate") if part in args.parts.split(",")]
 
     import torch
     from cpu_ceiling import ceiling_line, format_ceiling, measure_ceiling
@@ -39,6 +45,7 @@ def main() -> None:
     from cascade_cli.engines.local.rollout.generation import Generator
     from cascade_cli.models.loader import quiet_transformers
     from cascade_cli.models.resolve import resolve_model
+    from cascade_cli.verifiers.reward_model import RewardModelScorer
 
     torch.set_num_threads(args.threads)
     quiet_transformers()
@@ -66,6 +73,17 @@ def main() -> None:
         model.zero_grad(set_to_none=True)
         return time.perf_counter() - began
 
+    # the reward model reads each prompt and response as one text (RLHF's rm_input shape)
+    scorer = RewardModelScorer(args.reward_model or model_dir, device="cpu", precision="float32")
+    scored_texts = [tokenizer.decode(p + r) for p, r in zip(prompts, responses, strict=True)]
+    scored: dict[str, list[float]] = {}
+
+    def score(bf16: bool) -> float:
+        scorer.bf16 = bf16
+        began = time.perf_counter()
+        scored["bf16" if bf16 else "fp32"] = scorer.scores(scored_texts)
+        return time.perf_counter() - began
+
     def generate(bf16: bool) -> tuple[float, int]:
         generator = Generator.from_model(model, tokenizer, seed=0, bf16=bf16)
         began = time.perf_counter()
@@ -80,23 +98,40 @@ def main() -> None:
     train_tokens = sum(len(r) for r in responses) + sum(len(p) for p in prompt_ids)
     for _ in range(args.reps):
         for label, bf16 in (("fp32", False), ("bf16", True)):
-            times.setdefault(f"train {label}", []).append(train_pass(bf16))
-            print(f"train {label} {times[f'train {label}'][-1]:.2f} s", flush=True)
-            seconds, count = generate(bf16)
-            print(f"generate {label} {seconds:.2f} s, {count} tokens", flush=True)
-            times.setdefault(f"generate {label}", []).append(seconds)
-            tokens.setdefault(label, []).append(count)
+            if "train" in parts:
+                times.setdefault(f"train {label}", []).append(train_pass(bf16))
+                print(f"train {label} {times[f'train {label}'][-1]:.2f} s", flush=True)
+            if "score" in parts:
+                times.setdefault(f"score {label}", []).append(score(bf16))
+                print(f"score {label} {times[f'score {label}'][-1]:.2f} s", flush=True)
+            if "generate" in parts:
+                seconds, count = generate(bf16)
+                print(f"generate {label} {seconds:.2f} s, {count} tokens", flush=True)
+                times.setdefault(f"generate {label}", []).append(seconds)
+                tokens.setdefault(label, []).append(count)
     for name, values in times.items():
         print(f"{name:14s} median {statistics.median(values):7.2f} s  all " + " ".join(f"{v:.2f}" for v in values))
     for label in ("fp32", "bf16"):
-        tok_s = sum(tokens[label]) / sum(times[f"generate {label}"])
-        print(f"generate {label}: {tok_s:.0f} tok/s")
-        train_s = statistics.median(times[f"train {label}"])
-        dtype = "float32" if label == "fp32" else "bfloat16"
-        print(ceiling_line(ceiling, f"GRPO training pass {label}", params, train_tokens, train_s, dtype))
-    for half in ("train", "generate"):
-        ratio = statistics.median(times[f"{half} bf16"]) / statistics.median(times[f"{half} fp32"])
-        print(f"ratio {half} bf16 / fp32 = {ratio:.2f}")
+        if "generate" in parts:
+            print(f"generate {label}: {sum(tokens[label]) / sum(times[f'generate {label}']):.0f} tok/s")
+        if "train" in parts:
+            train_s = statistics.median(times[f"train {label}"])
+            dtype = "float32" if label == "fp32" else "bfloat16"
+            print(ceiling_line(ceiling, f"GRPO training pass {label}", params, train_tokens, train_s, dtype))
+    for part in parts:
+        ratio = statistics.median(times[f"{part} bf16"]) / statistics.median(times[f"{part} fp32"])
+        print(f"ratio {part} bf16 / fp32 = {ratio:.2f}")
+    if "score" not in parts:
+        return
+    fp32, bf16 = scored["fp32"], scored["bf16"]
+
+    def best_answers(values: list[float]) -> list[int]:
+        return [max(range(start, start + GROUP), key=values.__getitem__) for start in range(0, len(values), GROUP)]
+
+    same_best = sum(a == b for a, b in zip(best_answers(fp32), best_answers(bf16), strict=True))
+    print(f"score bf16 vs fp32: max |difference| {max(abs(a - b) for a, b in zip(fp32, bf16, strict=True)):.4f} "
+          f"(fp32 scores span {min(fp32):.3f} to {max(fp32):.3f}); the same best answer in "
+          f"{same_best} of {len(fp32) // GROUP} groups")
 
 
 if __name__ == "__main__":

@@ -91,7 +91,8 @@ def main() -> None:
             lines += [json.dumps({"id": row.get("id"), "answer": a}) for row, a in zip(prompts, answers[name], strict=True)]
             cache.write_text("\n".join(lines) + "\n")
 
-    scorer = RewardModelScorer(args.reward_model, batch_size=8, max_len=args.rm_max_len, device="cpu")
+    # fp32: the held-out scores of every variant compare with one another and with earlier runs
+    scorer = RewardModelScorer(args.reward_model, batch_size=8, max_len=args.rm_max_len, device="cpu", precision="float32")
     scores = {
         name: scorer.scores([rm_text(row["prompt"], answer, "no_think") for row, answer in zip(prompts, texts, strict=True)])
         for name, texts in answers.items()

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from cascade_cli.config.grpo import PhaseConfig, RLVRConfig
-from cascade_cli.engines.local.ops import compute, precision
+from cascade_cli.engines.local.ops import precision
 from cascade_cli.engines.local.rollout.generation import Generator
 from cascade_cli.engines.local.rollout.rollout_backend import (
     AUTO_VLLM_MIN_PARAMS,
@@ -24,6 +24,7 @@ from cascade_cli.engines.local.rollout.rollout_backend import (
 from cascade_cli.engines.local.train import grpo
 from cascade_cli.engines.local.train.rl_rewards import RewardHook
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.models import bf16
 from cascade_cli.verifiers.base import Score
 from stage_helpers import bare_stage
 
@@ -104,7 +105,7 @@ class LowercaseShare(RewardHook):
         ]  # fmt: skip
 
 
-@pytest.mark.skipif(not compute.bf16_supported("cpu"), reason="this CPU has no native bf16")
+@pytest.mark.skipif(not bf16.bf16_supported("cpu"), reason="this CPU has no native bf16")
 def test_bf16_autocast_grpo_raises_the_reward(tmp_path, monkeypatch):
     """With bf16 autocast forced on (the tiny model is under BF16_MIN_PARAMS), the training pass (and here the
     hf rollouts too, `Generator(bf16=True)`) run in bf16 over fp32 weights and the reward still rises."""

@@ -124,7 +124,8 @@ class GRPOConfig(TrainerConfig):
     train_micro_batch: int = 32  # sequences per forward/backward (gradient accumulation, one step)
     logprob_chunk_tokens: int = 1024  # positions per LM-head chunk of the log-probs (memory ~ chunk x vocab)
     # auto: bf16 weights on a GPU; on a CPU fp32 weights, with bf16 autocast for 50M+ parameter models where
-    # the CPU has native bf16 | float32 | bfloat16 | float16 (weights, no autocast)
+    # the CPU has native bf16 | float32 | bfloat16 | float16 (weights, no autocast). A reward model (RLHF,
+    # if_rm_bonus) scores under bf16 autocast where it pays with auto, in fp32 with any other value.
     dtype: str = "auto"
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     # Rewards: the verifier registry (the same path as `cascade verify`).

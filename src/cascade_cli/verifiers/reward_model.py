@@ -5,8 +5,9 @@ trainer's evaluation (engines/local/train/reward_model.py) and the reward servic
   text      what the RM reads: the rendered prompt, the answer (the text after `</think>`; the whole
             response when it is missing, so unfinished thinking is scored as its own answer), `<|im_end|>`,
             whose position holds the reward;
-  score     the `score` head's value there, in batches of similar lengths, one forward at a time; or the
-            answer of OpenRLHF's `serve_rm` at an http(s) URL (`{"query": [...]}` -> `{"rewards": [...]}`);
+  score     the `score` head's value there, in batches of similar lengths, one forward at a time, under bf16
+            autocast where it pays (`precision`); or the answer of OpenRLHF's `serve_rm` at an http(s) URL
+            (`{"query": [...]}` -> `{"rewards": [...]}`);
   penalty   a code-switching response (the `language` verifier) gets the batch's lowest score minus a margin;
   shaping   optional: each group's rewards z-scored, then tanh.
 
@@ -25,9 +26,17 @@ from pathlib import Path
 from typing import Any
 
 from cascade_cli.chat import IM_END, answer_text, render_prompt
+from cascade_cli.models.bf16 import autocast, autocast_pays
 from cascade_cli.verifiers import Score, verify_batch
 
 RM_DOMAIN = "general"
+PRECISIONS = ("auto", "float32")
+
+
+def scoring_precision(stage_dtype: str) -> str:
+    """A training stage's reward-model precision from its `dtype`: `auto` follows the policy's rule (bf16
+    autocast where it pays), any explicit dtype scores in fp32."""
+    return "auto" if stage_dtype == "auto" else "float32"
 
 
 # ---- what the reward model reads ----------------------------------------------------------------------
@@ -97,16 +106,29 @@ def score_texts(model: Any, tokenizer: Any, texts: list[str], max_len: int = 409
 
 class RewardModelScorer:
     """Scores texts with a reward model in this process (frozen, one forward at a time: callers may be threads),
-    or forwards them to OpenRLHF's `serve_rm` when `source` is an http(s) URL."""
+    or forwards them to OpenRLHF's `serve_rm` when `source` is an http(s) URL.
 
-    def __init__(self, source: str | Path, batch_size: int = 32, max_len: int = 4096, device: str | None = None) -> None:
+    `precision`: "auto" scores under bf16 autocast over fp32 weights where that pays (models/bf16.py: native
+    bf16 and a 50M+ parameter model, the rule the policy's training pass and the reward model's own training
+    follow); "float32" always in fp32 (an evaluation compared with earlier fp32 scores)."""
+
+    def __init__(
+        self, source: str | Path, batch_size: int = 32, max_len: int = 4096, device: str | None = None,
+        precision: str = "auto",
+    ) -> None:  # fmt: skip
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision: expected one of {', '.join(PRECISIONS)}; found {precision!r}")
         self.source, self.batch_size, self.max_len = str(source), batch_size, max_len
         self.url = self.source if self.source.startswith(("http://", "https://")) else None
         self._lock = threading.Lock()
         self.model = self.tokenizer = None
+        self.device, self.bf16 = "cpu", False
         if self.url is None:
             self.model, self.tokenizer = load_reward_model(source, device=device)
             self.model.eval().requires_grad_(False)
+            self.device = next(self.model.parameters()).device.type
+            params = sum(p.numel() for p in self.model.parameters())
+            self.bf16 = precision == "auto" and autocast_pays(self.device, params)
 
     def scores(self, texts: list[str]) -> list[float]:
         if self.url is not None:
@@ -116,7 +138,8 @@ class RewardModelScorer:
             with urllib.request.urlopen(request, timeout=600) as reply:
                 rewards = json.loads(reply.read())["rewards"]
             return [float(value) for value in (rewards if isinstance(rewards, list) else [rewards])]
-        with self._lock:
+        # one autocast region for the whole call: the weights' bf16 copies are cast once, not per batch
+        with self._lock, autocast(self.device, self.bf16):
             return score_texts(self.model, self.tokenizer, texts, self.max_len, self.batch_size)
 
     def close(self) -> None:

@@ -1,12 +1,9 @@
-"""What the local engine computes with: torch's thread count (the idle cores) and bf16 autocast where the
-hardware has it. Loading is models/loader.py; the device is chosen there."""
+"""What the local engine computes with: torch's thread count (the idle cores). Where bf16 autocast pays is
+models/bf16.py; loading is models/loader.py, where the device is chosen."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-from pathlib import Path
-from typing import Any
 
 from cascade_cli.cpu_load import busy_cores
 
@@ -35,29 +32,3 @@ def configure_threads(threads: int | None = None) -> int:
     if torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
     return threads
-
-
-def cpu_supports_bf16() -> bool:
-    """True when the CPU has native bf16 matmuls (AVX512-BF16 or AMX); elsewhere bf16 autocast is slower."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
-
-
-def bf16_supported(device: str) -> bool:
-    import torch
-
-    if device.startswith("cuda"):
-        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-    return cpu_supports_bf16()
-
-
-def autocast(device: str, enabled: bool) -> contextlib.AbstractContextManager[Any]:
-    """bf16 autocast on `device` when `enabled` and the hardware has it; a no-op context otherwise."""
-    import torch
-
-    if not enabled or not bf16_supported(device):
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16)

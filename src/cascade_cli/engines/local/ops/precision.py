@@ -2,7 +2,7 @@
 
 `dtype: auto`: on a GPU bf16 weights; on a CPU fp32 master weights, with bf16 autocast for the training
 pass where the CPU has native bf16 matmuls (AVX512-BF16 / AMX) and the model is large enough for its
-matmuls to dominate (BF16_MIN_PARAMS): the training pass's large matmuls gain from bf16, while hf-loop
+matmuls to dominate (BF16_MIN_PARAMS, models/bf16.py: the rule the reward model's scoring follows too): the training pass's large matmuls gain from bf16, while hf-loop
 decoding (small matmuls, one token at a time) does not, so rollouts stay fp32 (`Generator(bf16=True)` is
 there to measure it), and below BF16_MIN_PARAMS the conversions cost what the matmuls save, so small models
 stay fp32. benchmarks/precision.py and benchmarks/eval_generation.py measure both sides.
@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-BF16_MIN_PARAMS = 50_000_000
+from cascade_cli.models.bf16 import BF16_MIN_PARAMS
 
 
 def weight_dtype(dtype: str, device: str) -> torch.dtype:

@@ -92,7 +92,7 @@ def resolve_dtype(dtype: str, device: str) -> str:
     caller, so an evaluation and a stage's rollouts ask for the same engine."""
     if dtype != "auto":
         return dtype
-    from cascade_cli.engines.local.ops.compute import bf16_supported
+    from cascade_cli.models.bf16 import bf16_supported
 
     return "bfloat16" if bf16_supported(device) else "float32"
 

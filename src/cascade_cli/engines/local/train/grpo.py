@@ -19,7 +19,6 @@ from typing import Any
 
 from cascade_cli.config.grpo import DOMAIN_MODES, GRPOConfig, RLVRConfig, resolve_phases
 from cascade_cli.engines.local.ops import lora, optim, precision
-from cascade_cli.engines.local.ops.compute import bf16_supported
 from cascade_cli.engines.local.ops.grad_checkpointing import fitting_micro_batch
 from cascade_cli.engines.local.rollout.generation import Generator
 from cascade_cli.engines.local.train import heldout, rl_data, rl_records, rl_rewards
@@ -31,6 +30,7 @@ from cascade_cli.engines.local.train.stage import Stage
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.models import loader
 from cascade_cli.models.attention import use_gqa_sdpa
+from cascade_cli.models.bf16 import bf16_supported
 from cascade_cli.progress import Progress
 from cascade_cli.records import load_rows, resolve_rows_path
 from cascade_cli.verifiers.batch import load_verifier

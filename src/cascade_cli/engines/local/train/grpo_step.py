@@ -31,13 +31,13 @@ import torch
 
 from cascade_cli.config.grpo import GRPOConfig, PhaseConfig
 from cascade_cli.engines.local.ops import lora
-from cascade_cli.engines.local.ops.compute import autocast
 from cascade_cli.engines.local.ops.logprobs import response_hidden, token_logprobs
 from cascade_cli.engines.local.ops.losses import grpo_loss
 from cascade_cli.engines.local.rollout.generation import Generator
 from cascade_cli.engines.local.train import rl_data, rl_records, rl_rewards
 from cascade_cli.engines.local.train.rl_data import KeepRate, prompt_mode, render_row
 from cascade_cli.engines.local.train.rl_rewards import Group, RewardHook
+from cascade_cli.models.bf16 import autocast
 from cascade_cli.verifiers import Score
 
 

@@ -8,9 +8,10 @@ shrinking its answers to what the constraints alone reward. Shared with the rewa
 
   score     each chunk's records: the IF verifier's verdict;
   finalize  the whole round: the RM's score of RLHF's text (the rendered prompt, the answer after `</think>`,
-            `<|im_end|>`), in batches of `rm_batch_size`, for the groups where some answer passes (in the
-            others every reward is 0 whatever the RM says: most groups, early on); z within each prompt's
-            group, then the reward above. details keep the verifier's reward as `score` (R_IF), the RM's
+            `<|im_end|>`), in batches of `rm_batch_size`, in the policy's precision (`dtype: auto`: bf16
+            autocast where it pays), for the groups where some answer passes (in the others every reward
+            is 0 whatever the RM says: most groups, early on); z within each prompt's group, then the
+            reward above. details keep the verifier's reward as `score` (R_IF), the RM's
             `rm_score` (None where unscored) and `rm_z`.
 The reward model loads on the policy's device once the trainer has placed the policy (`load`, run_grpo's setup).
 """
@@ -32,17 +33,20 @@ class IfRewardModelBonus(RewardHook):
     overlap = True
 
     def __init__(
-        self, verifier: VerifierReward, reward_model: str | Path, *, batch_size: int = 32, max_len: int = 4096
-    ) -> None:
+        self, verifier: VerifierReward, reward_model: str | Path, *, batch_size: int = 32, max_len: int = 4096,
+        precision: str = "auto",
+    ) -> None:  # fmt: skip
         self.verifier = verifier
         self.reward_model, self.batch_size, self.max_len = str(reward_model), batch_size, max_len
+        self.precision = precision
         self.scorer: rm.RewardModelScorer | None = None
 
     def load(self, device: str | None) -> None:
         """Load the reward model (frozen) on `device`: the policy's, so both share the accelerator."""
         self.scorer = rm.RewardModelScorer(
-            self.reward_model, batch_size=self.batch_size, max_len=self.max_len, device=device
-        )
+            self.reward_model, batch_size=self.batch_size, max_len=self.max_len, device=device,
+            precision=self.precision,
+        )  # fmt: skip
 
     def score(self, records: list[dict[str, Any]]) -> list[Score]:
         return self.verifier.score(records)
@@ -89,7 +93,7 @@ def with_rm_bonus(config: Any, verifier: VerifierReward, device: str) -> IfRewar
 
     bonus = IfRewardModelBonus(
         verifier, resolve(str(config.reward_model), "reward_model"), batch_size=config.rm_batch_size,
-        max_len=config.rm_max_len,
+        max_len=config.rm_max_len, precision=rm.scoring_precision(config.dtype),
     )  # fmt: skip
     bonus.load(device)
     return bonus

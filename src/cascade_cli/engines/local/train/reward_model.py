@@ -30,10 +30,10 @@ from cascade_cli.chat import prompt_messages
 from cascade_cli.config.rm import RewardModelConfig
 from cascade_cli.console import print_warning
 from cascade_cli.engines.local.ops import optim
-from cascade_cli.engines.local.ops.compute import autocast
 from cascade_cli.engines.local.train.heldout import heldout_file
 from cascade_cli.engines.local.train.stage import Stage
 from cascade_cli.errors import CascadeUsageError
+from cascade_cli.models.bf16 import autocast
 from cascade_cli.models.loader import SCORE_HEAD
 from cascade_cli.progress import Progress
 from cascade_cli.records import HELDOUT_FILE, load_rows, resolve_rows_path

@@ -2,7 +2,8 @@
 
 The reward is RLHF's, defined once for this trainer and the reward service (verifiers/reward_model.py):
   score     the RM's value for the prompt plus the answer only (text after `</think>`; the whole response
-            when it is missing, so unfinished thinking is scored as its own answer);
+            when it is missing, so unfinished thinking is scored as its own answer), in the policy's
+            precision (`dtype: auto`: bf16 autocast where it pays, as the policy's training pass);
   finalize  over the whole round: a code-switching response gets the lowest score in the batch minus
             `code_switch_margin` (the `language` verifier, prompt vs whole response);
   shape     optional stabiliser: each group's rewards z-scored, then tanh, before the GRPO advantage.
@@ -38,8 +39,9 @@ class RewardModelReward(RewardHook):
         code_switch_margin: float = 10.0,
         shaping: str = "none",
         device: str | None = None,
+        precision: str = "auto",
     ) -> None:
-        self.scorer = rm.RewardModelScorer(path, batch_size=batch_size, max_len=max_len, device=device)
+        self.scorer = rm.RewardModelScorer(path, batch_size=batch_size, max_len=max_len, device=device, precision=precision)
         self.code_switch_penalty, self.code_switch_margin = code_switch_penalty, code_switch_margin
         self.shaping = shaping
 
@@ -83,5 +85,6 @@ def run_rlhf(config: RLHFConfig) -> dict[str, Any]:
         code_switch_penalty=config.code_switch_penalty,
         code_switch_margin=config.code_switch_margin,
         shaping=config.reward_shaping,
+        precision=rm.scoring_precision(config.dtype),
     )
     return run_grpo(stage, reward, domain="general", mode=config.mode or "half", rows=rows, eval_rows=eval_rows)

@@ -19,13 +19,13 @@ import torch.nn.functional as F
 from cascade_cli.config.sft import SFTConfig
 from cascade_cli.console import console, print_warning, status
 from cascade_cli.engines.local.ops import compiled, optim
-from cascade_cli.engines.local.ops.compute import autocast
 from cascade_cli.engines.local.rollout.generation import Generator
 from cascade_cli.engines.local.train import heldout
 from cascade_cli.engines.local.train.rl_data import check_rows
 from cascade_cli.engines.local.train.rl_rewards import VerifierReward
 from cascade_cli.engines.local.train.sft_data import BatchStream, Cursor, collate, load_examples
 from cascade_cli.engines.local.train.stage import Stage
+from cascade_cli.models.bf16 import autocast
 from cascade_cli.progress import Progress
 from cascade_cli.records import load_rows, resolve_rows_path
 from cascade_cli.verifiers.batch import load_verifier
