@@ -92,7 +92,9 @@ def main() -> None:
             cache.write_text("\n".join(lines) + "\n")
 
     # fp32: the held-out scores of every variant compare with one another and with earlier runs
-    scorer = RewardModelScorer(args.reward_model, batch_size=8, max_len=args.rm_max_len, device="cpu", precision="float32")
+    scorer = RewardModelScorer(
+        args.reward_model, batch_size=8, max_len=args.rm_max_len, device="cpu", precision="float32"
+    )
     scores = {
         name: scorer.scores([rm_text(row["prompt"], answer, "no_think") for row, answer in zip(prompts, texts, strict=True)])
         for name, texts in answers.items()

@@ -41,7 +41,9 @@ class RewardModelReward(RewardHook):
         device: str | None = None,
         precision: str = "auto",
     ) -> None:
-        self.scorer = rm.RewardModelScorer(path, batch_size=batch_size, max_len=max_len, device=device, precision=precision)
+        self.scorer = rm.RewardModelScorer(
+            path, batch_size=batch_size, max_len=max_len, device=device, precision=precision
+        )
         self.code_switch_penalty, self.code_switch_margin = code_switch_penalty, code_switch_margin
         self.shaping = shaping
 
