@@ -73,12 +73,13 @@ def main() -> None:
         model.zero_grad(set_to_none=True)
         return time.perf_counter() - began
 
-    # the reward model reads each prompt and response as one text (RLHF's rm_input shape)
-    scorer = RewardModelScorer(args.reward_model or model_dir, device="cpu", precision="float32")
+    # the reward model reads each prompt and response as one text (RLHF's rm_input shape); loaded only when timed
+    scorer = RewardModelScorer(args.reward_model or model_dir, device="cpu", precision="float32") if "score" in parts else None
     scored_texts = [tokenizer.decode(p + r) for p, r in zip(prompts, responses, strict=True)]
     scored: dict[str, list[float]] = {}
 
     def score(bf16: bool) -> float:
+        assert scorer is not None
         scorer.bf16 = bf16
         began = time.perf_counter()
         scored["bf16" if bf16 else "fp32"] = scorer.scores(scored_texts)

@@ -27,8 +27,8 @@ for side in old new; do
     stages.if_rl.reward_model="$base/rm" stages.if_rl.data="$base/data_if" stages.if_rl.eval_data=null \
     stages.if_rl.steps="$steps" stages.if_rl.save_every=0 eval.after_each_stage=false > "$run.log" 2>&1
 done
-"$python" - "$steps" <<'EOF'
-import json, statistics, sys
+"$python" - <<'EOF'
+import json, statistics
 
 parts = ("time_generate", "time_verify_wait", "time_train", "time_step")
 medians = {}
