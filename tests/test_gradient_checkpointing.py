@@ -23,17 +23,11 @@ from cascade_cli.engines.local.train.sft import step_loss
 from cascade_cli.engines.local.train.stage import prepare_for_training
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.models import loader
-from cascade_cli.models.resolve import resolve_model
 from cascade_cli.verifiers.base import Score
 from cascade_cli.verifiers.reward_model import load_reward_model, rewards_of
 from stage_helpers import bare_stage
 
 SMOLLM2 = Path("/work/models/smollm2-135m")
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory) -> Path:
-    return resolve_model("tiny", tmp_path_factory.mktemp("ckpt") / "models")
 
 
 def gradients(model, loss_fn) -> dict[str, torch.Tensor]:

@@ -33,11 +33,6 @@ SMOLLM2 = Path("/work/models/smollm2-135m")
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
 
 
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory) -> Path:
-    return resolve_model("tiny", tmp_path_factory.mktemp("lora") / "models")
-
-
 def lora_model(init, r: int = 8):
     model = loader.load_model(init)
     return lora.apply(model, LoRAConfig(r=r, alpha=16))

@@ -14,15 +14,9 @@ from peft import PeftModel
 from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
 from cascade_cli.jsonl import write_jsonl
-from cascade_cli.models.resolve import resolve_model
 
 IDS = torch.arange(5, 45).view(2, 20)
 SFT = ["max_steps=3", "batch_size=2", "max_seq_len=64", "lr=1e-2", "lora.r=8", "bf16=false", "threads=1"]
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory) -> Path:
-    return resolve_model("tiny", tmp_path_factory.mktemp("lora_save") / "models")
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,6 @@ with `precision="float32"` (held-out evaluations), and for a stage whose `dtype`
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from cascade_cli.config.grpo import RLVRConfig
@@ -13,7 +11,6 @@ from cascade_cli.engines.local.train.if_rm_bonus import with_rm_bonus
 from cascade_cli.engines.local.train.rl_rewards import VerifierReward
 from cascade_cli.engines.local.train.rlhf import RewardModelReward
 from cascade_cli.models import bf16
-from cascade_cli.models.resolve import resolve_model
 from cascade_cli.verifiers.reward_model import RewardModelScorer, rm_text, scoring_precision
 
 TEXTS = [
@@ -22,11 +19,6 @@ TEXTS = [
     rm_text("Name a prime number.", "Seven is a prime number."),
     rm_text("Name a prime number.", "Ten."),
 ]
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory) -> Path:
-    return resolve_model("tiny", tmp_path_factory.mktemp("ckpt") / "models")
 
 
 @pytest.mark.skipif(not bf16.bf16_supported("cpu"), reason="this CPU has no native bf16")

@@ -27,7 +27,6 @@ from cascade_cli.engines.local.train.sft_data import BatchStream, Cursor, collat
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.manifest import read_manifest, read_metrics
 from cascade_cli.models import loader
-from cascade_cli.models.resolve import resolve_model
 
 
 def math_rows(n: int, seed: int) -> list[dict]:
@@ -58,11 +57,6 @@ def write_rows(path: Path, rows: list[dict]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return path
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory) -> Path:
-    return resolve_model("tiny", tmp_path_factory.mktemp("models"))
 
 
 @pytest.fixture(scope="module")

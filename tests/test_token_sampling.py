@@ -20,7 +20,6 @@ baseline = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(baseline)
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_grpo_support import build_model_dir  # noqa: E402
 
 # (temperature, top_p, top_k): each path of the sampler, the recipes' setting (1.0, 0.95) among them
 SETTINGS = [(1.0, 1.0, -1), (1.0, 0.95, -1), (0.7, 0.9, -1), (1.0, 0.5, -1), (1.3, 0.95, 40), (1.0, 1.0, 20)]
@@ -174,11 +173,6 @@ def test_the_fallback_is_the_definition():
 
 
 # ---- the decode loop against the previous one -------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory) -> Path:
-    return build_model_dir(tmp_path_factory.mktemp("sampling") / "model", seed=0)
 
 
 @pytest.fixture(scope="module")

@@ -19,14 +19,8 @@ from cascade_cli.engines.local.train.sft import run_sft
 from cascade_cli.engines.local.train.sft_data import load_examples
 from cascade_cli.manifest import read_metrics
 from cascade_cli.models import loader
-from cascade_cli.models.resolve import resolve_model
 
 FIXTURES = Path(__file__).parent / "data" / "formats"
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory) -> Path:
-    return resolve_model("tiny", tmp_path_factory.mktemp("models"))
 
 
 @pytest.fixture(scope="module")

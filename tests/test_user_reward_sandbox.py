@@ -25,7 +25,6 @@ from cascade_cli.verifiers.code.sandbox import host_cannot_sandbox
 sys.path.insert(0, str(Path(__file__).parent))
 from service_thread import post_once  # noqa: E402
 from test_grpo import toy_config  # noqa: E402
-from test_grpo_support import build_model_dir  # noqa: E402
 from test_user_reward import LETTER_REWARD  # noqa: E402
 
 CANNOT_SANDBOX = host_cannot_sandbox()
@@ -261,11 +260,6 @@ def test_the_reward_service_serves_the_sandboxed_function(files):
     reply = post_once(service, {"query": QUERIES[:2], "prompts": PROMPTS[:2], "labels": LABELS[:2]})
     assert reply["rewards"] == pytest.approx([0.4, 1.0])
     assert reply["extra_logs"]["verify_error"] == [0.0, 0.0]
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory) -> Path:
-    return build_model_dir(tmp_path_factory.mktemp("user_reward_sandbox") / "tiny", seed=0)
 
 
 def test_tiny_learns_from_a_sandboxed_reward(tmp_path, tiny_dir, files):
