@@ -42,8 +42,8 @@ def make_groups(prompts: int, group_size: int, prompt_len: int, response_len: in
         else:
             advantages = [0.0] * group_size
         prompt = [rng.randrange(vocab) for _ in range(prompt_len)]
-        groups.append(SimpleNamespace(prompt_ids=prompt, row_index=0, completions=completions, advantages=advantages,
-                                      loss_mask=[True] * group_size))  # fmt: skip
+        groups.append(SimpleNamespace(prompt_ids=prompt, row_index=0, mode="think", completions=completions,
+                                      advantages=advantages, loss_mask=[True] * group_size))  # fmt: skip
     return groups
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,13 +24,15 @@ from cascade_cli.engines.local.ops.optim import linear_warmup
 from cascade_cli.engines.local.train import distill
 from cascade_cli.engines.local.train.grpo import load_frozen
 from cascade_cli.engines.local.train.grpo_step import TrainSequence, sequence_logprobs
-from cascade_cli.engines.local.train.rl_data import DomainMixSampler
+from cascade_cli.engines.local.train.rl_data import DomainMixSampler, render_row
 from cascade_cli.engines.local.train.sft import run_sft
 from cascade_cli.jsonl import write_jsonl
 from cascade_cli.manifest import read_manifest, read_metrics
 from cascade_cli.models.loader import load_model, load_tokenizer
+from cascade_cli.template_choice import choose_template
 
 sys.path.insert(0, str(Path(__file__).parent))
+from test_chat_templates import LLAMA3  # noqa: E402
 from test_grpo_support import build_model_dir, toy_rows  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # conftest.py, as `toy_verifier`
@@ -223,6 +226,60 @@ def test_a_teacher_with_another_tokenizer_is_an_exit_2_error_naming_both(tmp_pat
     message = " ".join(result.output.split())
     assert f"teachers.math: {smollm2_dir} has another tokenizer than the student {models[0]}" in message
     assert not (tmp_path / "out").exists()  # nothing was loaded or written
+
+
+def stock_copy(model_dir: Path, out: Path) -> Path:
+    """`model_dir` as a stock model: the same weights and vocabulary, its tokenizer saved with a template of its
+    own (Llama 3's), so `chat_template: auto` renders it with that template and no mode flag."""
+    shutil.copytree(model_dir, out)
+    tokenizer = load_tokenizer(model_dir)
+    tokenizer.chat_template = LLAMA3
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def test_each_teacher_reads_the_prompt_in_its_own_template(tmp_path, models):
+    """A stock student (its own template); an IF teacher that renders as it does and a math teacher cascade
+    trained (ChatML, mode flag): the math teacher scores the student's tokens after its own rendering."""
+    student = stock_copy(models[0], tmp_path / "stock")
+    teachers = {"if": student, "math": models[1]}
+    prompts = distill.TeacherPrompts(teachers)
+    assert {d: use.used for d, use in prompts.templates.items()} == {"if": "model", "math": "cascade"}
+    tokenizer = load_tokenizer(student)
+    choose_template(tokenizer, "auto", model_dir=student)
+    rows = [{"domain": "if", "mode": "no_think", "prompt": "Write digits."},
+            {"domain": "math", "mode": "think", "prompt": "Write digits."}]  # fmt: skip
+    student_ids = [tokenizer.encode(render_row(r, r["mode"], tokenizer), add_special_tokens=False) for r in rows]
+    micro = [TrainSequence(student_ids[i], [11, 12, 13], 0.0, True, r["domain"], None, i, r["mode"]) for i, r in enumerate(rows)]
+    assert tokenizer.decode(student_ids[1]) == "<|start_header_id|>user<|end_header_id|>\n\nWrite digits.<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
+    math_ids = prompts.ids("math", micro[1], rows)
+    assert tokenizer.decode(math_ids) == "<|im_start|>user\nWrite digits. /think<|im_end|>\n<|im_start|>assistant\n"
+    assert prompts.ids("if", micro[0], rows) is student_ids[0]  # renders as the student: the student's own ids
+    assert prompts.ids("math", micro[1], rows) is math_ids  # once per row and mode: a group shares one list
+
+    loaded = {d: load_model(path, device="cpu").eval() for d, path in teachers.items()}
+    run = SimpleNamespace(config=DistillConfig(), device="cpu", bf16=False, pad_id=0, rows=rows)
+    with torch.no_grad():
+        routed = distill.teacher_logprobs(loaded, micro, run, width=3, prompts=prompts)
+        own = sequence_logprobs(loaded["math"], [TrainSequence(math_ids, [11, 12, 13], 0.0, True)], 1.0, run)[0][0]
+        as_student = distill.teacher_logprobs(loaded, micro, run, width=3)
+    assert torch.allclose(routed[1], own, atol=1e-5)
+    assert (routed[1] - as_student[1]).abs().max() > 1e-3  # the rendering changes what the teacher says
+    assert torch.equal(routed[0], as_student[0])
+
+
+def test_distill_records_each_teachers_template_and_first_prompt(tmp_path, models, toy_verifier):
+    """A stock student taught by its own weights under cascade's template: the teacher's context differs, so
+    its advantage is not zero (a self-copy under one template's is: test above), and the manifest says why."""
+    student = stock_copy(models[0], tmp_path / "stock")
+    write_jsonl(tmp_path / "rows.jsonl", toy_rows(8))
+    config = distill_config(tmp_path, student, {"math": models[0]}, tmp_path / "rows.jsonl", steps=1, lr=0.0)
+    distill.run_distill(config)
+    record = read_manifest(tmp_path / "out")["teacher_chat_templates"]["math"]
+    assert record["teacher"] == str(models[0]) and record["used"] == "cascade" and record["mode_flags"]
+    assert record["first_prompt"].startswith("<|im_start|>user\nWrite ") and " /think<|im_end|>" in record["first_prompt"]
+    assert read_manifest(tmp_path / "out")["chat_template"]["used"] == "model"
+    assert read_metrics(tmp_path / "out")[0]["teacher_advantage"] != 0.0
 
 
 def test_distill_on_engine_openrlhf_plans_exit_2_naming_the_missing_piece(cli):

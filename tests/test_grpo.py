@@ -150,9 +150,10 @@ def test_responses_with_no_advantage_skip_the_backward_and_leave_the_update_unch
         return SimpleNamespace(token_ids=ids, token_logprobs=None)
 
     groups = [  # one group with signal, one without
-        SimpleNamespace(prompt_ids=[5, 6, 7], row_index=0, completions=[completion([20, 21]), completion([22, 23, 24])],
-                        advantages=[1.0, -1.0], loss_mask=[True, True]),
-        SimpleNamespace(prompt_ids=[8, 9], row_index=1, completions=[completion([25]), completion([26, 27])],
+        SimpleNamespace(prompt_ids=[5, 6, 7], row_index=0, mode="think",
+                        completions=[completion([20, 21]), completion([22, 23, 24])], advantages=[1.0, -1.0],
+                        loss_mask=[True, True]),
+        SimpleNamespace(prompt_ids=[8, 9], row_index=1, mode="think", completions=[completion([25]), completion([26, 27])],
                         advantages=[0.0, 0.0], loss_mask=[True, True]),
     ]  # fmt: skip
 

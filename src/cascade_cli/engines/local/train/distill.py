@@ -8,7 +8,8 @@ frozen models):
   3. rewards    each rollout scored by its domain's verifier: metrics, and the group advantage that
                 `reward_weight` adds (the paper's 0: teachers only);
   4. teachers   each response is routed by its row's `domain` to that domain's teacher, which scores the
-                sampled tokens only (chunked log-probs, never the vocabulary);
+                sampled tokens only (chunked log-probs, never the vocabulary) after the prompt as it renders
+                it: each teacher reads prompts in its own chat template (`TeacherPrompts`);
   5. update     a_t = sg[log pi_teacher - log pi_student], w_t = sg[r_t] 1[0.5 <= r_t <= 2];
                 loss = -mean over tokens of w_t a_t log pi_student (losses.mopd_loss); lr warms up linearly;
   6. sync       as GRPO.
@@ -24,6 +25,7 @@ Domains that name the same checkpoint share one loaded teacher.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,7 @@ import torch
 
 from cascade_cli.config.distill import DistillConfig
 from cascade_cli.config.grpo import DOMAIN_MODES
+from cascade_cli.console import console
 from cascade_cli.engines.local.ops.losses import mopd_loss
 from cascade_cli.engines.local.ops.optim import linear_warmup
 from cascade_cli.engines.local.train import rl_data, rl_rewards
@@ -40,9 +43,11 @@ from cascade_cli.engines.local.train.grpo_step import Objective, Run, TrainSeque
 from cascade_cli.errors import CascadeUsageError
 from cascade_cli.models import loader
 from cascade_cli.models.resolve import resolve
+from cascade_cli.template_choice import TemplateUse, choose_template
 from cascade_cli.verifiers.batch import load_verifier
 
 LINEAGE_PREFIX = "best:"
+TEACHER_TEMPLATES_KEY = "teacher_chat_templates"  # in cascade_stage.json: each teacher's template and first prompt
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -50,12 +55,18 @@ LINEAGE_PREFIX = "best:"
 # ---------------------------------------------------------------------------------------------------------
 
 
-def teacher_logprobs(teachers: dict[str, Any], micro: list[TrainSequence], run: Run, width: int) -> torch.Tensor:
-    """[B, width] log-probs of each response's tokens under its domain's teacher (0 past a response's end)."""
+def teacher_logprobs(
+    teachers: dict[str, Any], micro: list[TrainSequence], run: Run, width: int, prompts: TeacherPrompts | None = None
+) -> torch.Tensor:
+    """[B, width] log-probs of each response's tokens under its domain's teacher (0 past a response's end),
+    after the prompt as that teacher renders it (`prompts`; None: as the student did)."""
     out = torch.zeros((len(micro), width), dtype=torch.float32, device=run.device)
     for domain in dict.fromkeys(s.domain for s in micro):
         rows = [i for i, s in enumerate(micro) if s.domain == domain]
-        logprobs = sequence_logprobs(teachers[domain], [micro[i] for i in rows], 1.0, run)[0]
+        sequences = [micro[i] for i in rows]
+        if prompts is not None:
+            sequences = [dataclasses.replace(s, prompt_ids=prompts.ids(domain, s, run.rows)) for s in sequences]
+        logprobs = sequence_logprobs(teachers[domain], sequences, 1.0, run)[0]
         out[rows, : logprobs.shape[1]] = logprobs.float()
     return out
 
@@ -73,17 +84,17 @@ def rollout_logprobs(micro: list[TrainSequence], logprobs: torch.Tensor) -> torc
 
 def mopd_step(
     run: Run, micro: list[TrainSequence], normaliser: int, temperature: float, *, reward_weight: float,
-    gate: tuple[float, float],
+    gate: tuple[float, float], prompts: TeacherPrompts | None = None,
 ) -> dict[str, float]:
-    """GRPO's micro_step with MOPD's loss: student, teacher (`run.frozen`, by domain) and rollout log-probs of
-    the sampled tokens."""
+    """GRPO's micro_step with MOPD's loss: student, teacher (`run.frozen`, by domain, each after its own
+    rendering of the prompt) and rollout log-probs of the sampled tokens."""
     del temperature  # every log-prob is at temperature 1 (the module docstring)
     teachers = run.frozen
     logprobs, entropy, present = sequence_logprobs(run.policy, micro, 1.0, run)
     keep = torch.tensor([float(s.keep) for s in micro], device=run.device)
     mask = present.float() * keep[:, None]
     with torch.no_grad():
-        teacher = teacher_logprobs(teachers, micro, run, logprobs.shape[1])
+        teacher = teacher_logprobs(teachers, micro, run, logprobs.shape[1], prompts)
     advantages = torch.tensor([s.advantage for s in micro], dtype=torch.float32, device=run.device)
     loss, stats = mopd_loss(
         logprobs, teacher, rollout_logprobs(micro, logprobs), mask, normaliser, advantages, reward_weight, gate
@@ -131,6 +142,48 @@ def check_tokenizers(student: str | Path, dirs: dict[str, Path]) -> None:
             )
 
 
+class TeacherPrompts:
+    """Each teacher reads a prompt in its own chat template, whatever the student renders with: the template
+    `chat_template: auto` picks for the teacher's checkpoint (template_choice.py), so a teacher cascade trained
+    sees cascade's ChatML with the row's mode flag and a stock model its own template and system prompt. A
+    teacher's log-probs of the student's tokens are its judgement only in the context it learned in: a
+    stock-model student (its own template) taught by a teacher cascade's SFT trained (cascade's) would else be
+    scored by that teacher on prompts it never saw. Where a teacher renders as the student does, the ids are
+    the student's own."""
+
+    def __init__(self, dirs: dict[str, Path]) -> None:
+        self.tokenizers: dict[str, Any] = {}
+        self.templates: dict[str, TemplateUse] = {}
+        for domain, path in dirs.items():
+            tokenizer = loader.load_tokenizer(path)
+            self.templates[domain] = choose_template(tokenizer, "auto", model_dir=path)
+            self.tokenizers[domain] = tokenizer
+        # (domain, row, mode) -> ids: one list object per prompt, so a group's responses still share one
+        # prompt forward (logprobs.response_hidden)
+        self.cache: dict[tuple[str, int, str], list[int]] = {}
+
+    def ids(self, domain: str, sequence: TrainSequence, rows: list[dict[str, Any]]) -> list[int]:
+        """The prompt ids of `sequence`'s row as `domain`'s teacher renders it."""
+        key = (domain, sequence.row_index, sequence.mode)
+        if key not in self.cache:
+            tokenizer = self.tokenizers[domain]
+            text = rl_data.render_row(rows[sequence.row_index], sequence.mode, tokenizer)
+            ids = tokenizer.encode(text, add_special_tokens=False)
+            self.cache[key] = sequence.prompt_ids if ids == sequence.prompt_ids else ids
+        return self.cache[key]
+
+    def record(self, dirs: dict[str, Path], rows: list[dict[str, Any]]) -> dict[str, Any]:
+        """cascade_stage.json's `teacher_chat_templates`: each teacher's template and how it reads the first
+        row of its domain; each also printed as one line."""
+        record = {}
+        for domain, use in self.templates.items():
+            row = next((r for r in rows if r["domain"] == domain), None)
+            first = rl_data.render_row(row, row["mode"], self.tokenizers[domain]) if row else None
+            record[domain] = {"teacher": str(dirs[domain]), **use.record(first)}
+            console.print(f"teacher {domain}: {use.line(dirs[domain])}", soft_wrap=True)
+        return record
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Entry point
 # ---------------------------------------------------------------------------------------------------------
@@ -141,13 +194,14 @@ def with_domain_modes(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**row, "mode": row.get("mode") or DOMAIN_MODES.get(row["domain"], "think")} for row in rows]
 
 
-def mopd_objective(config: DistillConfig, teachers: dict[str, Path]) -> Objective:
+def mopd_objective(config: DistillConfig, teachers: dict[str, Path], prompts: TeacherPrompts | None = None) -> Objective:
     """MOPD's differences from GRPO, as the objective the step runs: the loss over the teachers (each domain's
-    checkpoint, loaded frozen beside the student), rollout log-probs for the importance weight, the lr's linear
-    warm-up and, with `domain_weights`, the domain-mix sampler."""
+    checkpoint, loaded frozen beside the student, reading prompts as `prompts` renders them), rollout log-probs
+    for the importance weight, the lr's linear warm-up and, with `domain_weights`, the domain-mix sampler."""
     return Objective(
         loss_step=functools.partial(
-            mopd_step, reward_weight=config.reward_weight, gate=(config.importance_low, config.importance_high)
+            mopd_step, reward_weight=config.reward_weight, gate=(config.importance_low, config.importance_high),
+            prompts=prompts,
         ),
         rollout_logprobs=True,
         lr_schedule=functools.partial(
@@ -181,8 +235,11 @@ def run_distill(config: DistillConfig) -> dict[str, Any]:
     if stage.completed is not None:
         return stage.completed
     check_tokenizers(stage.init, dirs)
+    rows = with_domain_modes(rows)
+    prompts = TeacherPrompts(dirs)
+    stage.records[TEACHER_TEMPLATES_KEY] = prompts.record(dirs, rows)
     reward = rl_rewards.VerifierReward(None, workers=config.verify_workers, options=options)
     return run_grpo(
-        stage, reward, domain=None, mode=config.mode or "row", rows=with_domain_modes(rows),
-        eval_rows=with_domain_modes(eval_rows) if eval_rows else None, objective=mopd_objective(config, dirs),
+        stage, reward, domain=None, mode=config.mode or "row", rows=rows,
+        eval_rows=with_domain_modes(eval_rows) if eval_rows else None, objective=mopd_objective(config, dirs, prompts),
     )

@@ -49,6 +49,8 @@ class TrainSequence:
     keep: bool  # False: carries no loss (overlong-filtered)
     domain: str | None = None  # the row's domain (distill routes it to its teacher)
     rollout_logprobs: list[float] | None = None  # the rollout engine's per-token log-probs (vLLM), else None
+    row_index: int | None = None  # the row of `Run.rows` it answers (distill renders it for each teacher)
+    mode: str | None = None  # the mode the row's prompt was rendered in
 
 
 @dataclass(frozen=True)
@@ -193,7 +195,9 @@ def policy_update(run: Run, groups: list[Group], temperature: float) -> dict[str
     """One optimizer step over every response of the step, micro-batched (gradient accumulation)."""
     config = run.config
     batch = [
-        TrainSequence(g.prompt_ids, c.token_ids, a, m, run.rows[g.row_index].get("domain"), c.token_logprobs)
+        TrainSequence(
+            g.prompt_ids, c.token_ids, a, m, run.rows[g.row_index].get("domain"), c.token_logprobs, g.row_index, g.mode
+        )
         for g in groups
         for c, a, m in zip(g.completions, g.advantages, g.loss_mask, strict=True)
         if c.token_ids

@@ -66,6 +66,7 @@ class Stage:
     started: float = field(default_factory=time.perf_counter)
     template: TemplateUse | None = None  # what the config's chat_template resolved to (load_tokenizer)
     first_prompt: str | None = None  # the first prompt the stage rendered (`rendered`)
+    records: dict[str, Any] = field(default_factory=dict)  # more entries for the manifest (distill: its teachers')
 
     @classmethod
     def open(cls, config: Any, **files: str | Path | None) -> Stage:
@@ -176,7 +177,8 @@ class Stage:
         """The stage manifest (cascade_stage.json) with this status."""
         StageManifest(self.out, self.config, init=self.config.init, inputs=self.inputs).write(
             status, metrics or {}, timings={**timings, ELAPSED_KEY: round(self.elapsed_s, 3)},
-            extra={RECORD_KEY: self.template.record(self.first_prompt)} if self.template else None,
+            extra={**({RECORD_KEY: self.template.record(self.first_prompt)} if self.template else {}), **self.records}
+            or None,
         )
 
     def save_final(self, model: Any, tokenizer: Any) -> None:
