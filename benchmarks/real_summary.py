@@ -13,6 +13,13 @@ A goal (`RECIPE:BENCHMARK=POINTS`; a negative POINTS is the most a benchmark may
 judged in the table on the change's point estimate. The recipe name is the OUT folder's name. Each row shows the
 median answer at the start and the end beside its change: a score can rise because answers shrank.
 
+`--json FILE` writes the table's rows; `--rows FILE` reads such rows back and merges them with the OUT folders' (a
+row of the same recipe, seed and benchmark from an OUT folder replaces it), so a table outlives its runs: the
+docs keep each table's rows (docs/results/*.json) and a new run is added to them without the old runs at hand:
+
+    python benchmarks/real_summary.py ~/cascade-runs/real/smol-mopd --rows docs/results/real-summary-own-template.json \
+        --json docs/results/real-summary-own-template.json --plot docs/results/real-summary-own-template.png
+
 `--other-start BENCHMARK=SCORE` gives the starting model's score measured another way (the README's starts under
 cascade's chat template, before `chat_template: auto`): the table then also counts each end from the better of
 the two starts (unpaired, as the other start's answers are not in the run).
@@ -205,9 +212,33 @@ def plot(rows: list[dict[str, Any]], goals: dict[tuple[str, str], float], path: 
     plt.close(figure)
 
 
+def read_rows(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The (rows, rlhf rows) an earlier `--json` wrote to `path`; ValueError naming the file otherwise."""
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise ValueError(f"--rows {path}: expected a JSON file real_summary.py --json wrote; {error}") from None
+    keys = ("recipe", "seed", "benchmark", "start", "end", "change")
+    if not isinstance(saved, dict) or not isinstance(saved.get("rows"), list):
+        raise ValueError(f"--rows {path}: expected an object with a list under 'rows'; found {type(saved).__name__}")
+    for index, row in enumerate(saved["rows"]):
+        missing = [key for key in keys if not isinstance(row, dict) or key not in row]
+        if missing:
+            raise ValueError(f"--rows {path}: rows[{index}]: expected keys {', '.join(keys)}; missing {', '.join(missing)}")
+    return saved["rows"], saved.get("rlhf") or []
+
+
+def merge(earlier: list[dict[str, Any]], new: list[dict[str, Any]], key: tuple[str, ...]) -> list[dict[str, Any]]:
+    """`earlier` with the rows `new` measures again replaced by `new`'s, then `new`'s other rows."""
+    fresh = {tuple(row[k] for k in key) for row in new}
+    return [row for row in earlier if tuple(row[k] for k in key) not in fresh] + new
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("outs", type=Path, nargs="+", metavar="OUT", help="real_gains.py --out folders")
+    parser.add_argument("outs", type=Path, nargs="*", metavar="OUT", help="real_gains.py --out folders")
+    parser.add_argument("--rows", type=Path, action="append", default=[], metavar="FILE",
+                        help="rows an earlier --json wrote, merged with the OUT folders' (theirs replace a re-run row)")
     parser.add_argument("--goal", action="append", default=[], metavar="RECIPE:BENCHMARK=POINTS")
     parser.add_argument("--plot", type=Path, help="write the forest plot here (PNG)")
     parser.add_argument("--other-start", action="append", default=[], metavar="BENCHMARK=SCORE",
@@ -217,8 +248,11 @@ def main() -> None:
     try:
         goals = parse_goals(args.goal)
         other_starts = parse_other_starts(args.other_start)
+        saved = [read_rows(path) for path in args.rows]
     except ValueError as error:
         parser.error(str(error))  # one line, exit 2
+    if not args.outs and not args.rows:
+        parser.error("expected at least one OUT folder or --rows FILE")
     rows: list[dict[str, Any]] = []
     rlhf: list[dict[str, Any]] = []
     for out in args.outs:
@@ -228,7 +262,11 @@ def main() -> None:
         for seed, run_dir in seeds:
             rows += run_rows(out.name, seed, run_dir)
             rlhf += rlhf_rows(out.name, seed, run_dir)
-    order = list(dict.fromkeys(row["recipe"] for row in rows))  # the OUT folders' order, then benchmark, seed
+    for earlier, earlier_rlhf in saved:
+        rows = merge(earlier, rows, ("recipe", "seed", "benchmark"))
+        rlhf = merge(earlier_rlhf, rlhf, ("recipe", "seed", "stage"))
+    order = list(dict.fromkeys(row["recipe"] for row in rows))  # saved rows' recipes first, then the OUT folders'
+    rlhf.sort(key=lambda row: (order.index(row["recipe"]) if row["recipe"] in order else len(order), row["seed"]))
     rows.sort(key=lambda row: (order.index(row["recipe"]), row["benchmark"], row["seed"]))
     print(render(rows, rlhf, goals, other_starts))
     if args.plot:

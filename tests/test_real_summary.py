@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -99,3 +100,37 @@ def test_other_start_counts_the_end_from_the_better_start(tmp_path: Path):
     result = subprocess.run([sys.executable, str(SCRIPT), str(out), "--other-start", "ifeval"],
                             capture_output=True, text=True)  # fmt: skip
     assert result.returncode == 2 and "--other-start 'ifeval': expected BENCHMARK=SCORE" in result.stderr
+
+
+def test_saved_rows_merge_with_new_runs_and_a_rerun_replaces_its_row(tmp_path: Path):
+    """--json writes the rows, --rows reads them back: the table outlives its runs, a new recipe adds its rows and
+    a re-run of a saved recipe and seed replaces that row."""
+    first = tmp_path / "first" / "smol-if"
+    fake_run(first, 0, {"base": [False] * 8 + [True] * 2, "if_rl": [True] * 5 + [False] * 5}, {"if_rl": "rlvr"})
+    saved = tmp_path / "rows.json"
+    result = subprocess.run([sys.executable, str(SCRIPT), str(first), "--json", str(saved)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    shutil.rmtree(tmp_path / "first")  # the runs are gone; their rows are not
+    rerun = tmp_path / "second" / "smol-if"
+    fake_run(rerun, 0, {"base": [False] * 8 + [True] * 2, "if_rl": [True] * 3 + [False] * 7}, {"if_rl": "rlvr"})
+    other = tmp_path / "second" / "smol-mopd"
+    fake_run(other, 0, {"base": [False] * 10, "distill": [True] * 1 + [False] * 9}, {"distill": "distill"})
+    alone = subprocess.run([sys.executable, str(SCRIPT), "--rows", str(saved)], capture_output=True, text=True)
+    assert alone.returncode == 0 and "| smol-if | 0 | IFEval (10) | 20.0 [" in alone.stdout and "+30.0 [" in alone.stdout
+    merged = subprocess.run([sys.executable, str(SCRIPT), str(rerun), str(other), "--rows", str(saved)],
+                            capture_output=True, text=True)  # fmt: skip
+    assert merged.returncode == 0, merged.stderr
+    lines = [line for line in merged.stdout.splitlines() if line.startswith("| smol")]
+    assert len(lines) == 2 and "+10.0 [" in lines[0] and lines[0].startswith("| smol-if | 0 |")  # the re-run's
+    assert lines[1].startswith("| smol-mopd | 0 | IFEval (10) | 0.0 [")
+
+
+def test_bad_saved_rows_are_one_line_naming_the_file(tmp_path: Path):
+    bad = tmp_path / "rows.json"
+    for content, message in (("not json", "expected a JSON file"), ('{"rows": [{"recipe": "x"}]}', "rows[0]: expected keys")):
+        bad.write_text(content)
+        result = subprocess.run([sys.executable, str(SCRIPT), "--rows", str(bad)], capture_output=True, text=True)
+        assert result.returncode == 2 and f"--rows {bad}: {message}" in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr
+    result = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True)
+    assert result.returncode == 2 and "expected at least one OUT folder or --rows FILE" in result.stderr
