@@ -86,6 +86,17 @@ def test_a_llama_checkpoint_cascade_trained_keeps_the_flags_under_auto(model_dir
     assert chat.render_prompt(QUESTION, "no_think", tokenizer) == EXPECTED["llama3"]["cascade"][1]
 
 
+def test_a_checkpoint_cascade_trained_under_its_own_template_says_so(model_dirs, tmp_path):
+    """smol-if's IF-RL output: a stock model cascade trained under its own template renders that way under auto,
+    and the reason names the stage manifest, not "a model cascade did not train"."""
+    trained = model_with_template(model_dirs["smollm2"], tmp_path / "trained", chat.saved_template(model_dirs["smollm2"]))
+    (trained / "cascade_stage.json").write_text(json.dumps({"chat_template": {"choice": "auto", "used": "model"}}))
+    use = choose_template(load_tokenizer(trained), "auto", model_dir=trained)
+    assert use.used == "model" and use.why == "its stage manifest says cascade trained it with the model's own template"
+    stock = choose_template(load_tokenizer(model_dirs["smollm2"]), "auto", model_dir=model_dirs["smollm2"])
+    assert stock.why == "a model cascade did not train renders with its own template"
+
+
 def test_sft_auto_adopts_cascades_template_on_a_stock_model(smollm2_dir: Path):
     own = chat.saved_template(smollm2_dir)
     use = resolve_choice(own, "auto", model_dir=smollm2_dir, sft=True)

@@ -59,16 +59,18 @@ class TemplateUse:
         return f"chat template of {model}: {what}; chat_template {self.choice}: {self.why}"
 
 
-def trained_with_cascade_template(model_dir: str | Path | None) -> bool:
-    """True when `model_dir` holds a stage manifest that says the stage rendered with cascade's template."""
+def trained_template(model_dir: str | Path | None) -> str | None:
+    """The template a cascade stage trained `model_dir` with (cascade or model), from its stage manifest; None
+    where there is no such manifest (a stock model)."""
     if model_dir is None:
-        return False
+        return None
     try:
         manifest = json.loads((Path(model_dir) / STAGE_MANIFEST).read_text())
     except (OSError, ValueError):
-        return False
+        return None
     record = manifest.get(RECORD_KEY) if isinstance(manifest, dict) else None
-    return isinstance(record, dict) and record.get("used") == "cascade"
+    used = record.get("used") if isinstance(record, dict) else None
+    return used if used in ("cascade", "model") else None
 
 
 def check_choice(choice: str) -> str:
@@ -99,7 +101,8 @@ def resolve_choice(
         return TemplateUse(choice, "cascade", "the tokenizer has no chat template of its own")
     if own == CHAT_TEMPLATE:
         return TemplateUse(choice, "cascade", "its tokenizer carries cascade's template (cascade trained it)")
-    if trained_with_cascade_template(model_dir):
+    trained = trained_template(model_dir)
+    if trained == "cascade":
         return TemplateUse(choice, "cascade", "its stage manifest says cascade trained it with its template")
     if sft:
         return TemplateUse(
@@ -108,6 +111,8 @@ def resolve_choice(
             "a stock model: SFT adopts cascade's template, so the checkpoint carries it (chat_template: model keeps "
             "the model's own)",
         )
+    if trained == "model":
+        return TemplateUse(choice, "model", "its stage manifest says cascade trained it with the model's own template")
     return TemplateUse(choice, "model", "a model cascade did not train renders with its own template")
 
 
