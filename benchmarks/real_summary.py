@@ -262,7 +262,7 @@ def main() -> None:
         for seed, run_dir in seeds:
             rows += run_rows(out.name, seed, run_dir)
             rlhf += rlhf_rows(out.name, seed, run_dir)
-    for earlier, earlier_rlhf in saved:
+    for earlier, earlier_rlhf in reversed(saved):  # the first file's rows first; a later file's replace them
         rows = merge(earlier, rows, ("recipe", "seed", "benchmark"))
         rlhf = merge(earlier_rlhf, rlhf, ("recipe", "seed", "stage"))
     order = list(dict.fromkeys(row["recipe"] for row in rows))  # saved rows' recipes first, then the OUT folders'
