@@ -5,7 +5,8 @@ pass where the CPU has native bf16 matmuls (AVX512-BF16 / AMX) and the model is 
 matmuls to dominate (BF16_MIN_PARAMS in models/bf16.py, whose rule the reward model's scoring follows too):
 the training pass's large matmuls gain from bf16, while hf-loop decoding (small matmuls, one token at a
 time) does not, so rollouts stay fp32 (`Generator(bf16=True)` is there to measure it), and below
-BF16_MIN_PARAMS the conversions cost what the matmuls save, so small models stay fp32. benchmarks/precision.py and benchmarks/eval_generation.py measure both sides.
+BF16_MIN_PARAMS the conversions cost what the matmuls save, so small models stay fp32.
+benchmarks/precision.py and benchmarks/eval_generation.py measure both sides.
 An explicit `float32` / `bfloat16` / `float16` is the weights' dtype, without autocast.
 """
 

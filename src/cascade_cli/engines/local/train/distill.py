@@ -130,11 +130,12 @@ def teacher_dirs(config: DistillConfig) -> dict[str, Path]:
     return dirs
 
 
-def check_tokenizers(student: str | Path, dirs: dict[str, Path]) -> None:
-    """Every teacher reads the student's token ids the same way: the same vocabulary, else exit 2."""
+def check_tokenizers(student: str | Path, dirs: dict[str, Path], tokenizers: dict[str, Any]) -> None:
+    """Every teacher (`tokenizers`: each domain's, loaded from `dirs`) reads the student's token ids the same
+    way: the same vocabulary, else exit 2."""
     student_vocab = loader.load_tokenizer(student).get_vocab()
     for domain, path in dirs.items():
-        vocab = loader.load_tokenizer(path).get_vocab()
+        vocab = tokenizers[domain].get_vocab()
         if vocab != student_vocab:
             raise CascadeUsageError(
                 f"teachers.{domain}: {path} has another tokenizer than the student {student} ({len(vocab)} vs "
@@ -152,12 +153,12 @@ class TeacherPrompts:
     the student's own."""
 
     def __init__(self, dirs: dict[str, Path]) -> None:
-        self.tokenizers: dict[str, Any] = {}
-        self.templates: dict[str, TemplateUse] = {}
-        for domain, path in dirs.items():
-            tokenizer = loader.load_tokenizer(path)
-            self.templates[domain] = choose_template(tokenizer, "auto", model_dir=path)
-            self.tokenizers[domain] = tokenizer
+        # one tokenizer per distinct checkpoint, as load_frozen loads one model per checkpoint
+        loaded = {path: loader.load_tokenizer(path) for path in dict.fromkeys(dirs.values())}
+        self.tokenizers: dict[str, Any] = {domain: loaded[path] for domain, path in dirs.items()}
+        self.templates: dict[str, TemplateUse] = {
+            domain: choose_template(self.tokenizers[domain], "auto", model_dir=path) for domain, path in dirs.items()
+        }
         # (domain, row, mode) -> ids: one list object per prompt, so a group's responses still share one
         # prompt forward (logprobs.response_hidden)
         self.cache: dict[tuple[str, int, str], list[int]] = {}
@@ -234,9 +235,9 @@ def run_distill(config: DistillConfig) -> dict[str, Any]:
     stage, rows, eval_rows = load_checked_rows(config, verifiers)
     if stage.completed is not None:
         return stage.completed
-    check_tokenizers(stage.init, dirs)
+    prompts = TeacherPrompts(dirs)  # each teacher's tokenizer, loaded once for the check and the rendering
+    check_tokenizers(stage.init, dirs, prompts.tokenizers)
     rows = with_domain_modes(rows)
-    prompts = TeacherPrompts(dirs)
     stage.records[TEACHER_TEMPLATES_KEY] = prompts.record(dirs, rows)
     reward = rl_rewards.VerifierReward(None, workers=config.verify_workers, options=options)
     return run_grpo(
