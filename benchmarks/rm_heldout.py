@@ -15,12 +15,14 @@ on the same prompts: the mean change with a 95% paired bootstrap interval, besid
 The prompts: smol-rlhf's 64 held-out HH first turns (no math or code, disjoint from every reward-model pair):
     cascade recipe run recipes/smol-rlhf.yaml run_dir=RUNS/hh-chat-prompts eval.after_each_stage=false --only data_pref
     cascade recipe run recipes/smol-rlhf.yaml run_dir=RUNS/hh-chat-prompts eval.after_each_stage=false --only data_chat
-Answers are cached beside --out (one file per policy), so a rerun only scores.
+Answers are cached beside --out (one file per policy, reused only for the same policy, prompts and token
+limit), so a rerun only scores.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import statistics
 import sys
@@ -62,6 +64,29 @@ def greedy_answers(spec: str, prompts: list[dict[str, Any]], max_tokens: int, ba
     return [answer.strip() for answer in answers]
 
 
+def answers_header(spec: str, prompts: list[dict[str, Any]], max_tokens: int) -> dict[str, Any]:
+    """What a cached answer file was generated from: the policy, the token limit and the prompts themselves
+    (a digest), so answers to another prompt set (another seed's held-out split) are never reused."""
+    digest = hashlib.sha256("\n".join(json.dumps(row["prompt"], sort_keys=True) for row in prompts).encode())
+    return {"model": spec, "max_tokens": max_tokens, "prompts_sha256": digest.hexdigest()}
+
+
+def cached_answers(cache: Path, spec: str, prompts: list[dict[str, Any]], max_tokens: int) -> list[str] | None:
+    """The answers `cache` holds when it was generated from exactly these inputs, else None."""
+    if not cache.is_file():
+        return None
+    lines = cache.read_text().splitlines()
+    if not lines or json.loads(lines[0]) != answers_header(spec, prompts, max_tokens):
+        return None
+    return [json.loads(line)["answer"] for line in lines[1:]]
+
+
+def write_answers(cache: Path, spec: str, prompts: list[dict[str, Any]], max_tokens: int, answers: list[str]) -> None:
+    lines = [json.dumps(answers_header(spec, prompts, max_tokens))]
+    lines += [json.dumps({"id": row.get("id"), "answer": a}) for row, a in zip(prompts, answers, strict=True)]
+    cache.write_text("\n".join(lines) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reward-model", required=True)
@@ -83,13 +108,10 @@ def main() -> None:
     answers: dict[str, list[str]] = {}
     for name, spec in policies:
         cache = args.out.with_name(f"{args.out.stem}.{name}.answers.jsonl")
-        if cache.is_file() and json.loads(cache.read_text().splitlines()[0]).get("model") == spec:
-            answers[name] = [json.loads(line)["answer"] for line in cache.read_text().splitlines()[1:]]
-        else:
-            answers[name] = greedy_answers(spec, prompts, args.max_tokens, args.batch_size)
-            lines = [json.dumps({"model": spec, "max_tokens": args.max_tokens})]
-            lines += [json.dumps({"id": row.get("id"), "answer": a}) for row, a in zip(prompts, answers[name], strict=True)]
-            cache.write_text("\n".join(lines) + "\n")
+        cached = cached_answers(cache, spec, prompts, args.max_tokens)
+        answers[name] = cached if cached is not None else greedy_answers(spec, prompts, args.max_tokens, args.batch_size)
+        if cached is None:
+            write_answers(cache, spec, prompts, args.max_tokens, answers[name])
 
     # fp32: the held-out scores of every variant compare with one another and with earlier runs
     scorer = RewardModelScorer(

@@ -10,6 +10,15 @@
 #   experiments/if_rm_variant.sh len384 stages.if_rl.max_response_len=384      # a budget that fits the answers
 #   SEED=1 experiments/if_rm_variant.sh len384 stages.if_rl.max_response_len=384   # another IF-RL seed
 #   tail -f ~/cascade-runs/real/smol-if-rm-len384/log
+#
+# Each input can come from elsewhere (a machine without smol-if-rm's seed-0 run): RM, a trained reward model
+# (smol-rlhf's seed S trains the same one as smol-if-rm's seed S: same data, settings and seed); IF_DATA, a
+# prepared IF-RL data folder (smol-if's); START, a run whose eval/base holds the start's IFEval and IFBench
+# (smol-if's); HELDOUT, the held-out HH prompts the reward model scores (smol-rlhf's data_chat/heldout.jsonl).
+#   SEED=1 RM=~/cascade-runs/real/smol-rlhf/seed1/rm IF_DATA=~/cascade-runs/real/smol-if/seed0/data_if \
+#     START=~/cascade-runs/real/smol-if/seed0 HELDOUT=~/cascade-runs/real/smol-rlhf/seed1/data_chat/heldout.jsonl \
+#     experiments/if_rm_variant.sh len384 stages.if_rl.max_response_len=384
+# NICE (default 0) lowers the run's priority, so work started beside it (a test run) takes the CPU first.
 set -euo pipefail
 if [ $# -lt 2 ]; then
   echo "usage: experiments/if_rm_variant.sh NAME OVERRIDE [OVERRIDE ...]  (e.g. len384 stages.if_rl.max_response_len=384)" >&2
@@ -19,32 +28,38 @@ name="$1"; shift
 cd "$(dirname "$0")/.."
 runs="${CASCADE_RUNS:-$HOME/cascade-runs}/real"
 base="$runs/smol-if-rm/seed0"           # the recipe's seed-0 run: reward model, data, base evaluation
+rm="${RM:-$base/rm}"
+if_data="${IF_DATA:-$base/data_if}"
+start="${START:-$base}"
+heldout="${HELDOUT:-$runs/hh-chat-prompts/data_chat/heldout.jsonl}"
 out="$runs/smol-if-rm-$name"
 seed="${SEED:-0}"
 python="${PYTHON:-.venv/bin/python}"
-if [ ! -d "$base/rm" ] || [ ! -d "$base/data_if" ]; then
-  echo "$base: no reward model or IF-RL data; run smol-if-rm's seed 0 first (benchmarks/real_runs.sh smol-if-rm)" >&2
-  exit 2
-fi
+for need in "$rm" "$if_data" "$start/eval/base" "$heldout"; do
+  if [ ! -e "$need" ]; then
+    echo "$need: not found; run smol-if-rm's seed 0 first (benchmarks/real_runs.sh smol-if-rm) or set RM, IF_DATA, START and HELDOUT" >&2
+    exit 2
+  fi
+done
 mkdir -p "$out/rm_heldout"
-# The start's answers to the held-out prompts are the same for every variant: reuse seed 0's, do not regenerate.
+# The start's answers to the held-out prompts are the same for every variant: reuse seed 0's, do not regenerate
+# (rm_heldout.py reuses them only if they answered the same prompts).
 start_answers="$runs/smol-if-rm/rm_heldout/rm_heldout.start.answers.jsonl"
 [ -f "$start_answers" ] && [ ! -f "$out/rm_heldout/rm_heldout.start.answers.jsonl" ] && cp "$start_answers" "$out/rm_heldout/"
-nohup bash -c '
+nohup nice -n "${NICE:-0}" bash -c '
   set -e
-  python="$1"; base="$2"; out="$3"; seed="$4"; runs="$5"; name="$6"; shift 6
-  echo "== $(date -u +%H:%M:%S) IF-RL seed $seed, variant $name ($*), reward model $base/rm"
+  python="$1"; rm="$2"; if_data="$3"; start="$4"; heldout="$5"; out="$6"; seed="$7"; name="$8"; shift 8
+  echo "== $(date -u +%H:%M:%S) IF-RL seed $seed, variant $name ($*), reward model $rm, data $if_data"
   "$python" -m cascade_cli recipe run recipes/smol-if-rm.yaml --only if_rl seed="$seed" run_dir="$out/seed$seed" \
-    stages.if_rl.reward_model="$base/rm" \
-    stages.if_rl.data="$base/data_if" stages.if_rl.eval_data="$base/data_if/heldout.jsonl" \
+    stages.if_rl.reward_model="$rm" \
+    stages.if_rl.data="$if_data" stages.if_rl.eval_data="$if_data/heldout.jsonl" \
     eval.after_each_stage=true eval.limit=null eval.k=1 eval.temperature=0.0 eval.max_tokens=512 "$@"
   echo "== $(date -u +%H:%M:%S) gains"
   "$python" benchmarks/real_gains.py --recipe recipes/smol-if-rm.yaml --seeds "$seed" --out "$out" --report-only \
-    --base-from "$base"
+    --base-from "$start"
   echo "== $(date -u +%H:%M:%S) reward model on held-out HH prompts"
-  "$python" benchmarks/rm_heldout.py --reward-model "$base/rm" \
-    --prompts "$runs/hh-chat-prompts/data_chat/heldout.jsonl" \
+  "$python" benchmarks/rm_heldout.py --reward-model "$rm" --prompts "$heldout" \
     --policy start=smollm2-135m --policy "$name$seed=$out/seed$seed/if_rl" --out "$out/rm_heldout/rm_heldout.json"
-  echo "== $(date -u +%H:%M:%S) done"' if_rm_variant "$python" "$base" "$out" "$seed" "$runs" "$name" "$@" \
-  >> "$out/log" 2>&1 &
+  echo "== $(date -u +%H:%M:%S) done"' if_rm_variant "$python" "$rm" "$if_data" "$start" "$heldout" "$out" "$seed" \
+  "$name" "$@" >> "$out/log" 2>&1 &
 echo "pid $!: log $out/log"
