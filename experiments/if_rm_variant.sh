@@ -13,11 +13,11 @@
 #
 # Each input can come from elsewhere (a machine without smol-if-rm's seed-0 run): RM, a trained reward model
 # (smol-rlhf's seed S trains the same one as smol-if-rm's seed S: same data, settings and seed); IF_DATA, a
-# prepared IF-RL data folder (smol-if's); START, a run whose eval/base holds the start's IFEval and IFBench
+# prepared IF-RL data folder (the seed's own split: `cascade recipe run recipes/smol-if-rm.yaml --only data_if_seed`,
+# then `--only data_if`, with seed=S run_dir=DIR); START, a run whose eval/base holds the start's IFEval and IFBench
 # (smol-if's); HELDOUT, the held-out HH prompts the reward model scores (smol-rlhf's data_chat/heldout.jsonl).
-#   SEED=1 RM=~/cascade-runs/real/smol-rlhf/seed1/rm IF_DATA=~/cascade-runs/real/smol-if/seed0/data_if \
-#     START=~/cascade-runs/real/smol-if/seed0 HELDOUT=~/cascade-runs/real/smol-rlhf/seed1/data_chat/heldout.jsonl \
-#     experiments/if_rm_variant.sh len384 stages.if_rl.max_response_len=384
+#   R=~/cascade-runs/real SEED=1 RM=$R/smol-rlhf/seed1/rm IF_DATA=$R/if-data-seed1/data_if START=$R/smol-if/seed0 \
+#     HELDOUT=$R/smol-rlhf/seed1/data_chat/heldout.jsonl experiments/if_rm_variant.sh len384 stages.if_rl.max_response_len=384
 # NICE (default 0) lowers the run's priority, so work started beside it (a test run) takes the CPU first.
 set -euo pipefail
 if [ $# -lt 2 ]; then
