@@ -84,7 +84,7 @@ def rollout_logprobs(micro: list[TrainSequence], logprobs: torch.Tensor) -> torc
 
 def mopd_step(
     run: Run, micro: list[TrainSequence], normaliser: int, temperature: float, *, reward_weight: float,
-    gate: tuple[float, float], prompts: TeacherPrompts | None = None,
+    gate: tuple[float, float], prompts: TeacherPrompts,
 ) -> dict[str, float]:
     """GRPO's micro_step with MOPD's loss: student, teacher (`run.frozen`, by domain, each after its own
     rendering of the prompt) and rollout log-probs of the sampled tokens."""
@@ -154,6 +154,7 @@ class TeacherPrompts:
 
     def __init__(self, dirs: dict[str, Path]) -> None:
         # one tokenizer per distinct checkpoint, as load_frozen loads one model per checkpoint
+        self.dirs = dirs
         loaded = {path: loader.load_tokenizer(path) for path in dict.fromkeys(dirs.values())}
         self.tokenizers: dict[str, Any] = {domain: loaded[path] for domain, path in dirs.items()}
         self.templates: dict[str, TemplateUse] = {
@@ -173,15 +174,15 @@ class TeacherPrompts:
             self.cache[key] = sequence.prompt_ids if ids == sequence.prompt_ids else ids
         return self.cache[key]
 
-    def record(self, dirs: dict[str, Path], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    def record(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
         """cascade_stage.json's `teacher_chat_templates`: each teacher's template and how it reads the first
         row of its domain; each also printed as one line."""
         record = {}
         for domain, use in self.templates.items():
             row = next((r for r in rows if r["domain"] == domain), None)
             first = rl_data.render_row(row, row["mode"], self.tokenizers[domain]) if row else None
-            record[domain] = {"teacher": str(dirs[domain]), **use.record(first)}
-            console.print(f"teacher {domain}: {use.line(dirs[domain])}", soft_wrap=True)
+            record[domain] = {"teacher": str(self.dirs[domain]), **use.record(first)}
+            console.print(f"teacher {domain}: {use.line(self.dirs[domain])}", soft_wrap=True)
         return record
 
 
@@ -195,7 +196,7 @@ def with_domain_modes(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**row, "mode": row.get("mode") or DOMAIN_MODES.get(row["domain"], "think")} for row in rows]
 
 
-def mopd_objective(config: DistillConfig, teachers: dict[str, Path], prompts: TeacherPrompts | None = None) -> Objective:
+def mopd_objective(config: DistillConfig, teachers: dict[str, Path], prompts: TeacherPrompts) -> Objective:
     """MOPD's differences from GRPO, as the objective the step runs: the loss over the teachers (each domain's
     checkpoint, loaded frozen beside the student, reading prompts as `prompts` renders them), rollout log-probs
     for the importance weight, the lr's linear warm-up and, with `domain_weights`, the domain-mix sampler."""
@@ -238,7 +239,7 @@ def run_distill(config: DistillConfig) -> dict[str, Any]:
     prompts = TeacherPrompts(dirs)  # each teacher's tokenizer, loaded once for the check and the rendering
     check_tokenizers(stage.init, dirs, prompts.tokenizers)
     rows = with_domain_modes(rows)
-    stage.records[TEACHER_TEMPLATES_KEY] = prompts.record(dirs, rows)
+    stage.records[TEACHER_TEMPLATES_KEY] = prompts.record(rows)
     reward = rl_rewards.VerifierReward(None, workers=config.verify_workers, options=options)
     return run_grpo(
         stage, reward, domain=None, mode=config.mode or "row", rows=rows,
