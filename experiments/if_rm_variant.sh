@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Issue 50's length levers: smol-if-rm's IF-RL stage again with one change, everything else seed 0's run as it
 # is (its reward model and IF-RL data are reused, its base evaluation is the start), so only IF-RL varies.
-# smol-if-rm cuts ~47% of its first rollouts at 192 tokens and pays each 0, which teaches "shorter" whatever the
-# answer says; the variants change how a cut answer is treated or how long an answer may be.
+# The recipe's first budget, 192 tokens, cut ~47% of the first rollouts and paid each 0, which teaches "shorter"
+# whatever the answer says; the variants change how a cut answer is treated or how long an answer may be (the
+# recipe now has 384, the lever that kept answers long: docs/results.md, IF-RL section).
 # Results: ~/cascade-runs/real/smol-if-rm-NAME/seed$SEED (the recipe's eval), gains via real_gains.py, the
 # reward model's held-out score via rm_heldout.py, each step in ~/cascade-runs/real/smol-if-rm-NAME/log.
 #
-#   experiments/if_rm_variant.sh overlong stages.if_rl.overlong_filter=true    # cut answers masked out of the loss
-#   experiments/if_rm_variant.sh len384 stages.if_rl.max_response_len=384      # a budget that fits the answers
+#   experiments/if_rm_variant.sh overlong stages.if_rl.max_response_len=192 stages.if_rl.overlong_filter=true
+#   experiments/if_rm_variant.sh kl stages.if_rl.kl_coef=0.04                 # KL to the start on top of the recipe
 #   SEED=1 experiments/if_rm_variant.sh len384 stages.if_rl.max_response_len=384   # another IF-RL seed
-#   tail -f ~/cascade-runs/real/smol-if-rm-len384/log
+#   tail -f ~/cascade-runs/real/smol-if-rm-overlong/log
 #
 # Each input can come from elsewhere (a machine without smol-if-rm's seed-0 run): RM, a trained reward model
 # (smol-rlhf's seed S trains the same one as smol-if-rm's seed S: same data, settings and seed); IF_DATA, a
@@ -21,7 +22,7 @@
 # NICE (default 0) lowers the run's priority, so work started beside it (a test run) takes the CPU first.
 set -euo pipefail
 if [ $# -lt 2 ]; then
-  echo "usage: experiments/if_rm_variant.sh NAME OVERRIDE [OVERRIDE ...]  (e.g. len384 stages.if_rl.max_response_len=384)" >&2
+  echo "usage: experiments/if_rm_variant.sh NAME OVERRIDE [OVERRIDE ...]  (e.g. len192 stages.if_rl.max_response_len=192)" >&2
   exit 2
 fi
 name="$1"; shift
