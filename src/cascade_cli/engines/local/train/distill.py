@@ -196,9 +196,9 @@ def with_domain_modes(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**row, "mode": row.get("mode") or DOMAIN_MODES.get(row["domain"], "think")} for row in rows]
 
 
-def mopd_objective(config: DistillConfig, teachers: dict[str, Path], prompts: TeacherPrompts) -> Objective:
+def mopd_objective(config: DistillConfig, prompts: TeacherPrompts) -> Objective:
     """MOPD's differences from GRPO, as the objective the step runs: the loss over the teachers (each domain's
-    checkpoint, loaded frozen beside the student, reading prompts as `prompts` renders them), rollout log-probs
+    checkpoint, `prompts.dirs`, loaded frozen beside the student, reading prompts as `prompts` renders them), rollout log-probs
     for the importance weight, the lr's linear warm-up and, with `domain_weights`, the domain-mix sampler."""
     return Objective(
         loss_step=functools.partial(
@@ -214,7 +214,7 @@ def mopd_objective(config: DistillConfig, teachers: dict[str, Path], prompts: Te
             if config.domain_weights
             else None
         ),
-        frozen=teachers,
+        frozen=prompts.dirs,
     )
 
 
@@ -243,5 +243,5 @@ def run_distill(config: DistillConfig) -> dict[str, Any]:
     reward = rl_rewards.VerifierReward(None, workers=config.verify_workers, options=options)
     return run_grpo(
         stage, reward, domain=None, mode=config.mode or "row", rows=rows,
-        eval_rows=with_domain_modes(eval_rows) if eval_rows else None, objective=mopd_objective(config, dirs, prompts),
+        eval_rows=with_domain_modes(eval_rows) if eval_rows else None, objective=mopd_objective(config, prompts),
     )
